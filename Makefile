@@ -1,0 +1,43 @@
+# onceflow: `make demo` runs the main job on embedded defaults; `make test` runs every test.
+# Both install what they need (a .venv with the Python packages; kcat, Java and PostgreSQL
+# from Debian's packages when missing) and can be run again at any time.
+
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+PYTEST_WORKERS ?= 2
+
+.PHONY: demo test lint unit integration system-deps venv bench clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+
+$(VENV)/.installed: pyproject.toml | $(BIN)/python
+	$(BIN)/pip install --quiet -e '.[test,postgres,spark]'
+	touch $@
+
+venv: $(VENV)/.installed
+
+system-deps:
+	@bash scripts/system-deps.sh
+
+demo: venv
+	$(BIN)/python -m onceflow demo
+
+test: venv system-deps
+	$(BIN)/ruff check src tests benchmarks
+	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist loadgroup -q
+
+unit: venv
+	$(BIN)/python -m pytest -q tests/unit
+
+lint: venv
+	$(BIN)/ruff check src tests benchmarks
+
+bench: venv
+	$(BIN)/pip install --quiet -e '.[bench]'
+	$(BIN)/python benchmarks/broker_throughput.py
+
+clean:
+	rm -rf $(VENV) .demo .pytest_cache

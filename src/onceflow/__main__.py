@@ -1,0 +1,3 @@
+from onceflow.cli import main
+
+main()

@@ -1,0 +1,160 @@
+"""One client connection: read frames, dispatch, write responses in request order."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import struct
+from typing import TYPE_CHECKING, Any
+
+from onceflow.broker.context import NO_RESPONSE, Deferred, RequestContext
+from onceflow.broker.registry import HANDLERS
+from onceflow.protocol.codec import (
+    API_VERSIONS_KEY,
+    MalformedRequest,
+    api_name,
+    decode_request,
+    encode_response,
+    error_response,
+    peek_header,
+    request_class,
+    response_class,
+)
+from onceflow.protocol.errors import ErrorCode, KafkaError
+
+if TYPE_CHECKING:
+    from onceflow.broker.broker import Broker
+
+log = logging.getLogger(__name__)
+
+MAX_IN_FLIGHT = 16
+SIZE = struct.Struct(">i")
+
+
+class CloseConnection(Exception):
+    """The client sent something Kafka answers by closing the connection."""
+
+
+class Connection:
+    def __init__(
+        self, broker: Broker, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    ) -> None:
+        self.broker = broker
+        self.reader = reader
+        self.writer = writer
+        peer = writer.get_extra_info("peername")
+        self.peer = f"{peer[0]}:{peer[1]}" if peer else "unknown"
+        self._responses: asyncio.Queue[Any] = asyncio.Queue(MAX_IN_FLIGHT)
+
+    async def serve(self) -> None:
+        sender = asyncio.create_task(self._send_responses())
+        try:
+            while True:
+                frame = await self._read_frame()
+                if frame is None:
+                    break
+                result = await self._dispatch(frame)
+                if result is not NO_RESPONSE:
+                    await self._responses.put(result)
+        except CloseConnection as reason:
+            log.warning("closing connection from %s: %s", self.peer, reason)
+        except (ConnectionError, asyncio.IncompleteReadError):
+            pass
+        finally:
+            await self._responses.put(None)
+            with contextlib.suppress(Exception):
+                await sender
+            self.writer.close()
+            with contextlib.suppress(Exception):
+                await self.writer.wait_closed()
+
+    async def _read_frame(self) -> bytes | None:
+        try:
+            prefix = await self.reader.readexactly(4)
+        except asyncio.IncompleteReadError as error:
+            if error.partial:
+                raise CloseConnection("truncated size prefix") from None
+            return None
+        (size,) = SIZE.unpack(prefix)
+        limit = self.broker.config["socket.request.max.bytes"]
+        if size < 0 or size > limit:
+            raise CloseConnection(
+                f"request size {size} is outside 0..{limit} (socket.request.max.bytes)"
+            )
+        try:
+            return await self.reader.readexactly(size)
+        except asyncio.IncompleteReadError:
+            raise CloseConnection(f"connection closed inside a {size}-byte request") from None
+
+    async def _send_responses(self) -> None:
+        while True:
+            item = await self._responses.get()
+            if item is None:
+                return
+            if isinstance(item, asyncio.Future | asyncio.Task):
+                try:
+                    item = await item
+                except Exception:
+                    log.exception("deferred response failed on %s", self.peer)
+                    self.writer.close()
+                    return
+            self.writer.write(item)
+            await self.writer.drain()
+
+    async def _dispatch(self, frame: bytes) -> Any:
+        try:
+            api_key, version, correlation_id = peek_header(frame)
+        except MalformedRequest as error:
+            raise CloseConnection(str(error)) from None
+        handler = HANDLERS.get(api_key)
+        if api_key == API_VERSIONS_KEY and (handler is None or not handler.supports(version)):
+            return self._unsupported_api_versions(correlation_id)
+        cls = request_class(api_key, version)
+        if cls is None:
+            raise CloseConnection(f"unknown API key {api_key} or version {version}")
+        try:
+            header, body = decode_request(frame, cls)
+        except MalformedRequest as error:
+            raise CloseConnection(str(error)) from None
+        responder = response_class(api_key, version)
+        if handler is None or not handler.supports(version):
+            log.info("%s v%d from %s is not supported", api_name(api_key), version, self.peer)
+            return encode_response(
+                api_key, correlation_id, error_response(responder, ErrorCode.unsupported_version)
+            )
+        context = RequestContext(self.broker, header, self.peer)
+        try:
+            result = await handler.handle(context, body)
+        except KafkaError as error:
+            result = error_response(responder, error.code)
+        except Exception:
+            log.exception("%s v%d from %s failed", api_name(api_key), version, self.peer)
+            result = error_response(responder, ErrorCode.unknown_server_error)
+        if result is NO_RESPONSE:
+            return NO_RESPONSE
+        if isinstance(result, Deferred):
+            return asyncio.ensure_future(
+                _encode_when_ready(api_key, correlation_id, result, responder)
+            )
+        return encode_response(api_key, correlation_id, result)
+
+    def _unsupported_api_versions(self, correlation_id: int) -> bytes:
+        from onceflow.broker.handlers.api_versions import api_versions_response
+
+        cls = response_class(API_VERSIONS_KEY, 0)
+        return encode_response(
+            API_VERSIONS_KEY,
+            correlation_id,
+            api_versions_response(cls, ErrorCode.unsupported_version),
+        )
+
+
+async def _encode_when_ready(
+    api_key: int, correlation_id: int, deferred: Deferred, responder: type
+) -> bytes:
+    try:
+        response = await deferred.awaitable
+    except KafkaError as error:
+        response = error_response(responder, error.code)
+    return encode_response(api_key, correlation_id, response)

@@ -1,0 +1,42 @@
+"""What a handler gets besides the decoded request."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from onceflow.protocol.codec import RequestHeader, response_class
+
+if TYPE_CHECKING:
+    from onceflow.broker.broker import Broker
+
+
+@dataclass(slots=True)
+class RequestContext:
+    broker: Broker
+    header: RequestHeader
+    peer: str
+
+    @property
+    def version(self) -> int:
+        return self.header.api_version
+
+    @property
+    def response_class(self) -> type:
+        cls = response_class(self.header.api_key, self.header.api_version)
+        assert cls is not None
+        return cls
+
+
+@dataclass(slots=True)
+class Deferred:
+    """A response that is ready only once ``awaitable`` completes (for example an fsync).
+
+    The connection keeps reading requests meanwhile but sends responses in order.
+    """
+
+    awaitable: Awaitable[Any]
+
+
+NO_RESPONSE = object()  # acks=0 produce: the client expects nothing back

@@ -1,0 +1,14 @@
+"""One module per API family; importing this package registers every handler."""
+
+from onceflow.broker.handlers import (  # noqa: F401
+    admin_configs,
+    admin_topics,
+    api_versions,
+    cluster,
+    delete_records,
+    fetch,
+    list_offsets,
+    metadata,
+    produce,
+    producer_id,
+)

@@ -1,0 +1,145 @@
+"""CreateTopics, DeleteTopics, CreatePartitions."""
+
+from __future__ import annotations
+
+import datetime
+from typing import Any
+
+from onceflow.broker.context import RequestContext
+from onceflow.broker.handlers.admin_configs import describe_topic_configs
+from onceflow.broker.registry import handles
+from onceflow.protocol.codec import build, element, field_names
+from onceflow.protocol.errors import ErrorCode, KafkaError
+
+NO_THROTTLE = datetime.timedelta(0)
+
+
+def _check_assignments(assignments: Any, node_id: int) -> None:
+    for assignment in assignments or ():
+        if list(assignment.broker_ids) != [node_id]:
+            raise KafkaError(
+                ErrorCode.invalid_replica_assignment,
+                f"replicas must be exactly [{node_id}] on a single-broker cluster",
+            )
+
+
+@handles(19, 2, 7)
+async def create_topics(ctx: RequestContext, request: Any) -> Any:
+    logs = ctx.broker.logs
+    cls = ctx.response_class
+    result_cls = element(cls, "topics")
+    results = []
+    for wanted in request.topics:
+        code, message = ErrorCode.none, None
+        partitions, replication = wanted.num_partitions, wanted.replication_factor
+        topic = None
+        try:
+            if wanted.assignments:
+                if partitions != -1 or replication != -1:
+                    raise KafkaError(
+                        ErrorCode.invalid_request,
+                        "give either assignments or partitions and replication factor",
+                    )
+                _check_assignments(wanted.assignments, ctx.broker.node_id)
+                partitions, replication = len(wanted.assignments), 1
+            configs = {config.name: config.value for config in wanted.configs}
+            if request.validate_only:
+                logs.check_new_topic(wanted.name, partitions, replication, configs)
+            else:
+                topic = logs.create_topic(wanted.name, partitions, replication, configs)
+            if partitions == -1:
+                partitions = ctx.broker.config["num.partitions"]
+            if replication == -1:
+                replication = ctx.broker.config["default.replication.factor"]
+        except KafkaError as error:
+            code, message = error.code, error.message
+            partitions = replication = -1
+        config_cls = (
+            element(result_cls, "configs") if "configs" in field_names(result_cls) else None
+        )
+        described = ()
+        if topic is not None and config_cls is not None:
+            described = tuple(
+                build(
+                    config_cls,
+                    name=entry.name,
+                    value=entry.value,
+                    read_only=False,
+                    config_source=entry.source,
+                    is_sensitive=False,
+                )
+                for entry in describe_topic_configs(topic.config, None)
+            )
+        results.append(
+            build(
+                result_cls,
+                name=wanted.name,
+                topic_id=topic.topic_id if topic else None,
+                error_code=code,
+                error_message=message,
+                topic_config_error_code=ErrorCode.none,
+                num_partitions=partitions,
+                replication_factor=replication,
+                configs=described,
+            )
+        )
+    return build(cls, throttle_time=NO_THROTTLE, topics=tuple(results))
+
+
+@handles(20, 1, 6)
+async def delete_topics(ctx: RequestContext, request: Any) -> Any:
+    logs = ctx.broker.logs
+    cls = ctx.response_class
+    result_cls = element(cls, "responses")
+    results = []
+    wanted = request.topics if hasattr(request, "topics") else request.topic_names
+    for item in wanted:
+        name = item if isinstance(item, str) else item.name
+        topic_id = None if isinstance(item, str) else item.topic_id
+        code, message = ErrorCode.none, None
+        try:
+            if name is None and topic_id is not None:
+                matches = [t.name for t in logs.topics.values() if t.topic_id == topic_id]
+                if not matches:
+                    raise KafkaError(ErrorCode.unknown_topic_id, f"unknown topic id {topic_id}")
+                name = matches[0]
+            if name is None:
+                raise KafkaError(ErrorCode.invalid_request, "neither topic name nor id given")
+            topic = logs.get_topic(name)
+            if topic.internal:
+                raise KafkaError(
+                    ErrorCode.invalid_request, f"internal topic {name} cannot be deleted"
+                )
+            topic_id = topic.topic_id
+            logs.delete_topic(name)
+        except KafkaError as error:
+            code, message = error.code, error.message
+        results.append(
+            build(result_cls, name=name, topic_id=topic_id, error_code=code, error_message=message)
+        )
+    return build(cls, throttle_time=NO_THROTTLE, responses=tuple(results))
+
+
+@handles(37, 0, 3)
+async def create_partitions(ctx: RequestContext, request: Any) -> Any:
+    logs = ctx.broker.logs
+    cls = ctx.response_class
+    result_cls = element(cls, "results")
+    results = []
+    for wanted in request.topics:
+        code, message = ErrorCode.none, None
+        try:
+            topic = logs.get_topic(wanted.name)
+            _check_assignments(wanted.assignments, ctx.broker.node_id)
+            if wanted.count <= len(topic.partitions):
+                raise KafkaError(
+                    ErrorCode.invalid_partitions,
+                    f"Topic currently has {len(topic.partitions)} partitions, which is higher "
+                    f"than or equal to the requested {wanted.count}.",
+                )
+            if not request.validate_only:
+                logs.add_partitions(wanted.name, wanted.count)
+        except KafkaError as error:
+            code, message = error.code, error.message
+        results.append(build(result_cls, name=wanted.name, error_code=code, error_message=message))
+    return build(cls, throttle_time=NO_THROTTLE, results=tuple(results))

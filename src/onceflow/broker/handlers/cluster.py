@@ -1,0 +1,37 @@
+"""DescribeCluster: the single node."""
+
+from __future__ import annotations
+
+import datetime
+from typing import Any
+
+from onceflow.broker.context import RequestContext
+from onceflow.broker.registry import handles
+from onceflow.protocol.codec import build, element
+from onceflow.protocol.errors import ErrorCode
+
+
+@handles(60, 0, 1)
+async def describe_cluster(ctx: RequestContext, request: Any) -> Any:
+    broker = ctx.broker
+    cls = ctx.response_class
+    broker_cls = element(cls, "brokers")
+    return build(
+        cls,
+        throttle_time=datetime.timedelta(0),
+        error_code=ErrorCode.none,
+        error_message=None,
+        endpoint_type=getattr(request, "endpoint_type", 1),
+        cluster_id=broker.cluster_id,
+        controller_id=broker.node_id,
+        brokers=(
+            build(
+                broker_cls,
+                broker_id=broker.node_id,
+                host=broker.advertised_host,
+                port=broker.port,
+                rack=None,
+            ),
+        ),
+        cluster_authorized_operations=-(2**31),
+    )

@@ -1,0 +1,102 @@
+"""Fetch: stored batches up to the high watermark (or the LSO for read_committed).
+
+Long-polls until ``min_bytes`` are available or ``max_wait`` passes. Fetch sessions
+(KIP-227) are not kept: every response carries session id 0, which makes clients send full
+fetch requests.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+import time
+from typing import Any
+
+from onceflow.broker.context import RequestContext
+from onceflow.broker.registry import handles
+from onceflow.log.partition_log import PartitionLog
+from onceflow.protocol.codec import build, element
+from onceflow.protocol.errors import ErrorCode, KafkaError
+
+READ_COMMITTED = 1
+
+
+@handles(1, 4, 12)
+async def fetch(ctx: RequestContext, request: Any) -> Any:
+    deadline = time.monotonic() + request.max_wait.total_seconds()
+    while True:
+        response, total_bytes, partitions = _read_all(ctx, request)
+        remaining = deadline - time.monotonic()
+        if total_bytes >= request.min_bytes or remaining <= 0 or not partitions:
+            return response
+        waiters = [partition.new_data_waiter() for partition in partitions]
+        try:
+            await asyncio.wait(waiters, timeout=remaining, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for partition, waiter in zip(partitions, waiters, strict=True):
+                partition.discard_waiter(waiter)
+
+
+def _read_all(ctx: RequestContext, request: Any) -> tuple[Any, int, list[PartitionLog]]:
+    logs = ctx.broker.logs
+    cls = ctx.response_class
+    topic_cls = element(cls, "responses")
+    partition_cls = element(topic_cls, "partitions")
+    aborted_cls = element(partition_cls, "aborted_transactions")
+    read_committed = getattr(request, "isolation_level", 0) == READ_COMMITTED
+    budget = getattr(request, "max_bytes", 2**31 - 1)
+    total = 0
+    watched: list[PartitionLog] = []
+    topics = []
+    for topic in request.topics:
+        partitions = []
+        for wanted in topic.partitions:
+            code = ErrorCode.none
+            records: bytes | None = None
+            high_watermark = stable = start = -1
+            aborted = None
+            try:
+                partition = logs.partition(topic.topic, wanted.partition)
+                high_watermark = partition.high_watermark
+                stable = partition.last_stable_offset
+                start = partition.log_start_offset
+                watched.append(partition)
+                limit = min(wanted.partition_max_bytes, budget - total)
+                if limit > 0 or total == 0:
+                    result = partition.read(wanted.fetch_offset, max(limit, 1), read_committed)
+                    records = result.records
+                    total += len(records)
+                    high_watermark = result.high_watermark
+                    stable = result.last_stable_offset
+                    start = result.log_start_offset
+                    if result.aborted is not None:
+                        aborted = tuple(
+                            aborted_cls(producer_id=txn.producer_id, first_offset=txn.first_offset)
+                            for txn in result.aborted
+                        )
+            except KafkaError as error:
+                code = error.code
+            if read_committed and aborted is None and code == ErrorCode.none:
+                aborted = ()
+            partitions.append(
+                build(
+                    partition_cls,
+                    partition_index=wanted.partition,
+                    error_code=code,
+                    high_watermark=high_watermark,
+                    last_stable_offset=stable,
+                    log_start_offset=start,
+                    aborted_transactions=aborted if read_committed else None,
+                    preferred_read_replica=-1,
+                    records=records if records is not None else b"",
+                )
+            )
+        topics.append(build(topic_cls, topic=topic.topic, partitions=tuple(partitions)))
+    response = build(
+        cls,
+        throttle_time=datetime.timedelta(0),
+        error_code=ErrorCode.none,
+        session_id=0,
+        responses=tuple(topics),
+    )
+    return response, total, watched

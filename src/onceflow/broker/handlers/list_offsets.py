@@ -1,0 +1,61 @@
+"""ListOffsets: earliest, latest (the LSO under read_committed), max timestamp, by time."""
+
+from __future__ import annotations
+
+import datetime
+from typing import Any
+
+from onceflow.broker.context import RequestContext
+from onceflow.broker.registry import handles
+from onceflow.protocol.codec import build, element
+from onceflow.protocol.errors import ErrorCode, KafkaError
+
+LATEST = -1
+EARLIEST = -2
+MAX_TIMESTAMP = -3
+READ_COMMITTED = 1
+
+
+@handles(2, 1, 7)
+async def list_offsets(ctx: RequestContext, request: Any) -> Any:
+    logs = ctx.broker.logs
+    cls = ctx.response_class
+    topic_cls = element(cls, "topics")
+    partition_cls = element(topic_cls, "partitions")
+    read_committed = getattr(request, "isolation_level", 0) == READ_COMMITTED
+    topics = []
+    for topic in request.topics:
+        partitions = []
+        for wanted in topic.partitions:
+            code, offset, timestamp = ErrorCode.none, -1, -1
+            try:
+                partition = logs.partition(topic.name, wanted.partition_index)
+                visible = (
+                    partition.last_stable_offset if read_committed else partition.high_watermark
+                )
+                if wanted.timestamp == LATEST:
+                    offset = visible
+                elif wanted.timestamp == EARLIEST:
+                    offset = partition.log_start_offset
+                elif wanted.timestamp == MAX_TIMESTAMP:
+                    offset, timestamp = partition.offset_of_max_timestamp()
+                elif wanted.timestamp < 0:
+                    raise KafkaError(ErrorCode.invalid_request, "unknown special timestamp")
+                else:
+                    found = partition.offset_for_timestamp(wanted.timestamp)
+                    if found is not None and found[0] < visible:
+                        offset, timestamp = found
+            except KafkaError as error:
+                code = error.code
+            partitions.append(
+                build(
+                    partition_cls,
+                    partition_index=wanted.partition_index,
+                    error_code=code,
+                    timestamp=timestamp,
+                    offset=offset,
+                    leader_epoch=0,
+                )
+            )
+        topics.append(build(topic_cls, name=topic.name, partitions=tuple(partitions)))
+    return build(cls, throttle_time=datetime.timedelta(0), topics=tuple(topics))

@@ -1,0 +1,94 @@
+"""Metadata: one broker (this one) leading every partition; optional auto-creation."""
+
+from __future__ import annotations
+
+import datetime
+from typing import Any
+
+from onceflow.broker.context import RequestContext
+from onceflow.broker.registry import handles
+from onceflow.log.manager import Topic
+from onceflow.protocol.codec import build, element
+from onceflow.protocol.errors import ErrorCode, KafkaError
+
+NO_AUTHORIZED_OPERATIONS = -(2**31)
+
+
+def auto_create(ctx: RequestContext, name: str) -> Topic:
+    """Create ``name`` with broker defaults if auto.create.topics.enable allows it."""
+    logs = ctx.broker.logs
+    topic = logs.topics.get(name)
+    if topic is not None:
+        return topic
+    if not ctx.broker.config["auto.create.topics.enable"]:
+        raise KafkaError(ErrorCode.unknown_topic_or_partition, f"unknown topic {name}")
+    return logs.create_topic(name)
+
+
+@handles(3, 1, 12)
+async def metadata(ctx: RequestContext, request: Any) -> Any:
+    broker = ctx.broker
+    cls = ctx.response_class
+    topic_cls = element(cls, "topics")
+    partition_cls = element(topic_cls, "partitions")
+    allow_create = getattr(request, "allow_auto_topic_creation", True)
+
+    def describe(name: str, topic: Topic | None, code: ErrorCode) -> Any:
+        partitions = ()
+        if topic is not None:
+            partitions = tuple(
+                build(
+                    partition_cls,
+                    error_code=ErrorCode.none,
+                    partition_index=number,
+                    leader_id=broker.node_id,
+                    leader_epoch=0,
+                    replica_nodes=(broker.node_id,),
+                    isr_nodes=(broker.node_id,),
+                    offline_replicas=(),
+                )
+                for number in range(len(topic.partitions))
+            )
+        return build(
+            topic_cls,
+            error_code=code,
+            name=name,
+            topic_id=topic.topic_id if topic else None,
+            is_internal=topic.internal if topic else False,
+            partitions=partitions,
+            topic_authorized_operations=NO_AUTHORIZED_OPERATIONS,
+        )
+
+    topics = []
+    if request.topics is None:
+        topics = [describe(t.name, t, ErrorCode.none) for t in broker.logs.topics.values()]
+    else:
+        for wanted in request.topics:
+            name = wanted.name
+            try:
+                topic = broker.logs.topics.get(name)
+                if topic is None:
+                    if not allow_create:
+                        raise KafkaError(ErrorCode.unknown_topic_or_partition)
+                    topic = auto_create(ctx, name)
+                topics.append(describe(name, topic, ErrorCode.none))
+            except KafkaError as error:
+                topics.append(describe(name, None, error.code))
+    broker_cls = element(cls, "brokers")
+    return build(
+        cls,
+        throttle_time=datetime.timedelta(0),
+        brokers=(
+            build(
+                broker_cls,
+                node_id=broker.node_id,
+                host=broker.advertised_host,
+                port=broker.port,
+                rack=None,
+            ),
+        ),
+        cluster_id=broker.cluster_id,
+        controller_id=broker.node_id,
+        topics=tuple(topics),
+        cluster_authorized_operations=NO_AUTHORIZED_OPERATIONS,
+    )

@@ -1,0 +1,100 @@
+"""Produce: validate each partition's batch, append it, answer once it is durable."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import datetime
+from typing import Any
+
+from onceflow.broker.context import NO_RESPONSE, Deferred, RequestContext
+from onceflow.broker.registry import handles
+from onceflow.log.batch import validate_produce_records
+from onceflow.protocol.codec import build, element
+from onceflow.protocol.errors import ErrorCode, KafkaError
+
+
+@handles(0, 3, 9)
+async def produce(ctx: RequestContext, request: Any) -> Any:
+    broker = ctx.broker
+    cls = ctx.response_class
+    topic_cls = element(cls, "responses")
+    partition_cls = element(topic_cls, "partition_responses")
+    acks = request.acks
+    waits: list[asyncio.Future[None]] = []
+    topics = []
+    for topic_data in request.topic_data:
+        partitions = []
+        for data in topic_data.partition_data:
+            code, message = ErrorCode.none, None
+            base_offset, append_time, start_offset = -1, -1, -1
+            try:
+                if acks not in (0, 1, -1):
+                    raise KafkaError(ErrorCode.invalid_required_acks, f"acks={acks} is invalid")
+                partition = broker.logs.partition(topic_data.name, data.index)
+                if not data.records:
+                    raise KafkaError(ErrorCode.corrupt_message, "empty record set")
+                header = validate_produce_records(
+                    data.records, partition.config["max.message.bytes"]
+                )
+                if header.is_transactional or request.transactional_id is not None:
+                    transactions = getattr(broker, "transactions", None)
+                    if transactions is None:
+                        raise KafkaError(ErrorCode.invalid_txn_state, "transactions unavailable")
+                    transactions.verify_produce(
+                        request.transactional_id, header, topic_data.name, data.index
+                    )
+                result = partition.append_client_batch(data.records, header)
+                base_offset = result.base_offset
+                append_time = result.log_append_time
+                start_offset = partition.log_start_offset
+                broker.logs.mark_dirty(partition)
+                if acks == -1:
+                    waits.append(partition.wait_durable(result.last_offset + 1))
+            except KafkaError as error:
+                code, message = error.code, error.message
+            partitions.append(
+                build(
+                    partition_cls,
+                    index=data.index,
+                    error_code=code,
+                    base_offset=base_offset,
+                    log_append_time=datetime.datetime.fromtimestamp(
+                        append_time / 1000, datetime.UTC
+                    )
+                    if append_time >= 0
+                    else None,
+                    log_start_offset=start_offset,
+                    record_errors=(),
+                    error_message=message,
+                )
+            )
+        topics.append(build(topic_cls, name=topic_data.name, partition_responses=tuple(partitions)))
+    response = build(cls, responses=tuple(topics), throttle_time=datetime.timedelta(0))
+    if acks == 0:
+        return NO_RESPONSE
+    if waits:
+        return Deferred(_after(waits, response, request.timeout.total_seconds()))
+    return response
+
+
+async def _after(waits: list[asyncio.Future[None]], response: Any, timeout: float) -> Any:
+    try:
+        await asyncio.wait_for(asyncio.gather(*waits), timeout=max(timeout, 1.0))
+    except TimeoutError:
+        return dataclasses.replace(
+            response,
+            responses=tuple(
+                dataclasses.replace(
+                    topic,
+                    partition_responses=tuple(
+                        dataclasses.replace(p, error_code=ErrorCode.request_timed_out)
+                        if p.error_code == ErrorCode.none
+                        else p
+                        for p in topic.partition_responses
+                    ),
+                )
+                for topic in response.responses
+            ),
+        )
+    return response

@@ -1,0 +1,36 @@
+"""InitProducerId: new ids for idempotent producers; transactional ids go to the coordinator."""
+
+from __future__ import annotations
+
+import datetime
+from typing import Any
+
+from onceflow.broker.context import RequestContext
+from onceflow.broker.registry import handles
+from onceflow.protocol.codec import build
+from onceflow.protocol.errors import ErrorCode, KafkaError
+
+
+@handles(22, 0, 4)
+async def init_producer_id(ctx: RequestContext, request: Any) -> Any:
+    broker = ctx.broker
+    if request.transactional_id is None:
+        assert broker.producer_ids is not None
+        producer_id, epoch = broker.producer_ids.next_id(), 0
+    else:
+        transactions = getattr(broker, "transactions", None)
+        if transactions is None:
+            raise KafkaError(ErrorCode.coordinator_not_available, "no transaction coordinator")
+        producer_id, epoch = await transactions.init_producer_id(
+            request.transactional_id,
+            request.transaction_timeout.total_seconds() * 1000,
+            getattr(request, "producer_id", -1),
+            getattr(request, "producer_epoch", -1),
+        )
+    return build(
+        ctx.response_class,
+        throttle_time=datetime.timedelta(0),
+        error_code=ErrorCode.none,
+        producer_id=producer_id,
+        producer_epoch=epoch,
+    )

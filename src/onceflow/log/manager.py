@@ -1,0 +1,293 @@
+"""All topics and partitions of a broker's data directory, plus group-commit flushing."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import os
+import re
+import shutil
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from onceflow.config import BrokerConfig, TopicConfig, validate_topic_configs
+from onceflow.log.partition_log import PartitionLog
+from onceflow.protocol.errors import ErrorCode, KafkaError
+
+log = logging.getLogger(__name__)
+
+LEGAL_TOPIC_NAME = re.compile(r"^[a-zA-Z0-9._-]+$")
+MAX_TOPIC_NAME_LENGTH = 249
+MAX_PARTITIONS = 10_000
+REGISTRY_FILE = "topics.json"
+
+
+def validate_topic_name(name: str) -> None:
+    if not name or name in (".", ".."):
+        raise KafkaError(ErrorCode.invalid_topic_exception, f"illegal topic name {name!r}")
+    if len(name) > MAX_TOPIC_NAME_LENGTH:
+        raise KafkaError(
+            ErrorCode.invalid_topic_exception,
+            f"topic name is longer than {MAX_TOPIC_NAME_LENGTH} characters",
+        )
+    if not LEGAL_TOPIC_NAME.match(name):
+        raise KafkaError(
+            ErrorCode.invalid_topic_exception,
+            f"topic name {name!r} contains characters other than ASCII alphanumerics, '.', '_' "
+            "and '-'",
+        )
+
+
+@dataclass
+class Topic:
+    name: str
+    topic_id: uuid.UUID
+    config: TopicConfig
+    internal: bool = False
+    partitions: list[PartitionLog] = field(default_factory=list)
+
+
+class LogManager:
+    def __init__(self, data_dir: Path, config: BrokerConfig) -> None:
+        self.data_dir = data_dir
+        self.config = config
+        self.topics: dict[str, Topic] = {}
+        self._dirty: set[PartitionLog] = set()
+        self._dirty_event = asyncio.Event()
+        self._tasks: list[asyncio.Task[None]] = []
+
+    # -- registry -------------------------------------------------------------------------
+
+    def load(self) -> None:
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        registry_path = self.data_dir / REGISTRY_FILE
+        registry: dict[str, Any] = {}
+        if registry_path.exists():
+            registry = json.loads(registry_path.read_text())
+        for name, entry in registry.get("topics", {}).items():
+            topic = Topic(
+                name,
+                uuid.UUID(entry["id"]),
+                TopicConfig(self.config, validate_topic_configs(entry.get("configs", {}))),
+                internal=entry.get("internal", False),
+            )
+            for number in range(entry["partitions"]):
+                topic.partitions.append(self._open_partition(topic, number))
+            self.topics[name] = topic
+            log.info("loaded topic %s with %d partitions", name, entry["partitions"])
+
+    def _save_registry(self) -> None:
+        registry = {
+            "topics": {
+                topic.name: {
+                    "id": str(topic.topic_id),
+                    "partitions": len(topic.partitions),
+                    "configs": {k: v for k, v in topic.config.overrides.items()},
+                    "internal": topic.internal,
+                }
+                for topic in self.topics.values()
+            }
+        }
+        path = self.data_dir / REGISTRY_FILE
+        temporary = path.with_suffix(".tmp")
+        with open(temporary, "w") as handle:
+            json.dump(registry, handle, indent=1, sort_keys=True)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(temporary, path)
+        directory_fd = os.open(self.data_dir, os.O_RDONLY)
+        try:
+            os.fsync(directory_fd)
+        finally:
+            os.close(directory_fd)
+
+    def _open_partition(self, topic: Topic, number: int) -> PartitionLog:
+        partition = PartitionLog(
+            self.data_dir / f"{topic.name}-{number}", topic.name, number, topic.config
+        )
+        partition.load()
+        return partition
+
+    # -- topic administration -------------------------------------------------------------
+
+    def get_topic(self, name: str) -> Topic:
+        topic = self.topics.get(name)
+        if topic is None:
+            raise KafkaError(ErrorCode.unknown_topic_or_partition, f"unknown topic {name}")
+        return topic
+
+    def partition(self, topic_name: str, number: int) -> PartitionLog:
+        topic = self.get_topic(topic_name)
+        if number < 0 or number >= len(topic.partitions):
+            raise KafkaError(
+                ErrorCode.unknown_topic_or_partition,
+                f"topic {topic_name} has no partition {number}",
+            )
+        return topic.partitions[number]
+
+    def check_new_topic(
+        self, name: str, partitions: int, replication_factor: int, configs: dict[str, Any]
+    ) -> dict[str, Any]:
+        validate_topic_name(name)
+        if name in self.topics:
+            raise KafkaError(ErrorCode.topic_already_exists, f"Topic '{name}' already exists.")
+        if partitions == -1:
+            partitions = self.config["num.partitions"]
+        if partitions <= 0 or partitions > MAX_PARTITIONS:
+            raise KafkaError(
+                ErrorCode.invalid_partitions,
+                f"Number of partitions must be between 1 and {MAX_PARTITIONS}, got {partitions}.",
+            )
+        if replication_factor == -1:
+            replication_factor = self.config["default.replication.factor"]
+        if replication_factor != 1:
+            raise KafkaError(
+                ErrorCode.invalid_replication_factor,
+                f"Replication factor: {replication_factor} larger than available brokers: 1.",
+            )
+        typed = validate_topic_configs(configs)
+        if typed.get("min.insync.replicas", 1) > replication_factor:
+            raise KafkaError(
+                ErrorCode.invalid_config,
+                "min.insync.replicas cannot exceed the replication factor on a single broker",
+            )
+        return typed
+
+    def create_topic(
+        self,
+        name: str,
+        partitions: int = -1,
+        replication_factor: int = -1,
+        configs: dict[str, Any] | None = None,
+        internal: bool = False,
+    ) -> Topic:
+        typed = self.check_new_topic(name, partitions, replication_factor, configs or {})
+        if partitions == -1:
+            partitions = self.config["num.partitions"]
+        topic = Topic(name, uuid.uuid4(), TopicConfig(self.config, typed), internal=internal)
+        for number in range(partitions):
+            directory = self.data_dir / f"{name}-{number}"
+            if directory.exists():
+                shutil.rmtree(directory)
+            topic.partitions.append(self._open_partition(topic, number))
+        self.topics[name] = topic
+        self._save_registry()
+        log.info("created topic %s with %d partitions", name, partitions)
+        return topic
+
+    def delete_topic(self, name: str) -> None:
+        topic = self.get_topic(name)
+        if not self.config["delete.topic.enable"]:
+            raise KafkaError(ErrorCode.topic_deletion_disabled, "delete.topic.enable is false")
+        del self.topics[name]
+        self._save_registry()
+        for partition in topic.partitions:
+            self._dirty.discard(partition)
+            partition.delete()
+        log.info("deleted topic %s", name)
+
+    def add_partitions(self, name: str, total: int) -> None:
+        topic = self.get_topic(name)
+        current = len(topic.partitions)
+        if total <= current:
+            raise KafkaError(
+                ErrorCode.invalid_partitions,
+                f"Topic currently has {current} partitions, which is higher than or equal to "
+                f"the requested {total}.",
+            )
+        if total > MAX_PARTITIONS:
+            raise KafkaError(ErrorCode.invalid_partitions, f"at most {MAX_PARTITIONS} partitions")
+        for number in range(current, total):
+            directory = self.data_dir / f"{name}-{number}"
+            if directory.exists():
+                shutil.rmtree(directory)
+            topic.partitions.append(self._open_partition(topic, number))
+        self._save_registry()
+
+    def set_topic_configs(self, name: str, overrides: dict[str, Any]) -> None:
+        topic = self.get_topic(name)
+        topic.config.overrides = dict(overrides)
+        self._save_registry()
+
+    # -- flushing -------------------------------------------------------------------------
+
+    def start(self) -> None:
+        policy = self.config["log.flush.policy"]
+        if policy == "always":
+            self._tasks.append(asyncio.create_task(self._flush_on_demand()))
+        elif policy == "interval":
+            self._tasks.append(asyncio.create_task(self._flush_periodically()))
+        self._tasks.append(asyncio.create_task(self._retention_loop()))
+
+    def mark_dirty(self, partition: PartitionLog) -> None:
+        """Ask for an fsync of the partition; one fsync serves every append before it."""
+        if self.config["log.flush.policy"] == "always":
+            self._dirty.add(partition)
+            self._dirty_event.set()
+        else:
+            partition.mark_flushed(partition.log_end_offset)
+
+    async def _flush_on_demand(self) -> None:
+        while True:
+            await self._dirty_event.wait()
+            self._dirty_event.clear()
+            await self._flush_dirty()
+
+    async def _flush_periodically(self) -> None:
+        interval = self.config["log.flush.interval.ms"] / 1000
+        while True:
+            await asyncio.sleep(interval)
+            for topic in list(self.topics.values()):
+                self._dirty.update(p for p in topic.partitions if p.dirty)
+            await self._flush_dirty()
+
+    async def _flush_dirty(self) -> None:
+        batch = [partition for partition in self._dirty if not partition.deleted]
+        self._dirty.clear()
+        if not batch:
+            return
+        results = await asyncio.to_thread(_flush_partitions, batch)
+        for partition, offset in results:
+            partition.mark_flushed(offset)
+
+    async def _retention_loop(self) -> None:
+        interval = self.config["log.retention.check.interval.ms"] / 1000
+        while True:
+            await asyncio.sleep(interval)
+            self.enforce_retention()
+
+    def enforce_retention(self) -> int:
+        deleted = 0
+        for topic in list(self.topics.values()):
+            for partition in topic.partitions:
+                deleted += partition.enforce_retention()
+        return deleted
+
+    async def stop(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        self._tasks.clear()
+        await self._flush_dirty()
+
+    def close(self) -> None:
+        for topic in self.topics.values():
+            for partition in topic.partitions:
+                partition.close()
+
+
+def _flush_partitions(partitions: list[PartitionLog]) -> list[tuple[PartitionLog, int]]:
+    flushed = []
+    for partition in partitions:
+        try:
+            flushed.append((partition, partition.flush()))
+        except OSError as error:  # deleted meanwhile, or a disk error
+            if not partition.deleted:
+                log.error("fsync of %s-%d failed: %s", partition.topic, partition.partition, error)
+    return flushed
