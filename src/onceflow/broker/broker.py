@@ -36,7 +36,11 @@ class Broker:
         self.logs = LogManager(self.data_dir, self.config)
         self.producer_ids: ProducerIdManager | None = None
         self.cluster_id = ""
-        self.coordinators: list = []  # started/stopped with the broker, in order
+        # Coordinators are started in this order after the logs load (the group
+        # coordinator first: transaction recovery completes pending offset commits).
+        self.coordinators: list = []
+        self.groups = None  # GroupCoordinator (onceflow.coordinator.group)
+        self.transactions = None  # TransactionCoordinator (onceflow.coordinator.transaction)
         self._server: asyncio.Server | None = None
         self._connections: set[asyncio.Task[None]] = set()
 

@@ -18,6 +18,7 @@ from onceflow.coordinator.producer_state import (
     ProducerStateManager,
 )
 from onceflow.log.batch import (
+    ATTR_TRANSACTIONAL,
     CONTROL_ABORT,
     BatchHeader,
     KeyValue,
@@ -243,12 +244,45 @@ class PartitionLog:
         self.notify()
         return completed
 
-    def append_records(self, records: list[KeyValue]) -> int:
-        """Append plain key/value records (internal topics); return the base offset."""
+    def append_records(
+        self,
+        records: list[KeyValue],
+        producer_id: int = -1,
+        producer_epoch: int = -1,
+    ) -> int:
+        """Append key/value records written by the broker itself (internal topics).
+
+        With a producer id the batch is transactional: it belongs to that producer's open
+        transaction on this partition until a marker ends it (TxnOffsetCommit uses this).
+        Returns the base offset.
+        """
         base_offset = self.log_end_offset
-        data = build_batch(base_offset, records, now_ms())
-        self._append(data, parse_header(data))
+        attributes = ATTR_TRANSACTIONAL if producer_id >= 0 else 0
+        data = build_batch(
+            base_offset,
+            records,
+            now_ms(),
+            attributes=attributes,
+            producer_id=producer_id,
+            producer_epoch=producer_epoch,
+        )
+        header = parse_header(data)
+        if producer_id >= 0:
+            self.producers.check_marker(producer_id, producer_epoch)
+        self._append(data, header)
+        self.producers.on_append(header)
         return base_offset
+
+    def iter_batches(self, start_offset: int | None = None):
+        """Yield (header, batch bytes) for every batch from ``start_offset`` (replay)."""
+        offset = self.log_start_offset if start_offset is None else start_offset
+        for segment in self.segments:
+            if segment.next_offset <= offset:
+                continue
+            for header in segment.headers_from(offset):
+                data = segment.read(header.position, header.size)
+                header = parse_header(data)
+                yield header, data
 
     def _append(self, data: bytes | bytearray, header: BatchHeader) -> None:
         if self.deleted:
