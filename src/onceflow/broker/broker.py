@@ -13,6 +13,7 @@ import onceflow.broker.handlers  # noqa: F401  (registers every API handler)
 from onceflow.broker.connection import Connection
 from onceflow.config import BrokerConfig
 from onceflow.coordinator.producer_ids import ProducerIdManager
+from onceflow.coordinator.transaction import TransactionCoordinator
 from onceflow.log.manager import LogManager
 
 log = logging.getLogger(__name__)
@@ -40,9 +41,11 @@ class Broker:
         # coordinator first: transaction recovery completes pending offset commits).
         self.coordinators: list = []
         self.groups = None  # GroupCoordinator (onceflow.coordinator.group)
-        self.transactions = None  # TransactionCoordinator (onceflow.coordinator.transaction)
         self._server: asyncio.Server | None = None
         self._connections: set[asyncio.Task[None]] = set()
+        # Last, so that it starts after the group coordinator.
+        self.transactions = TransactionCoordinator(self)
+        self.coordinators.append(self.transactions)
 
     async def start(self) -> None:
         self.data_dir.mkdir(parents=True, exist_ok=True)

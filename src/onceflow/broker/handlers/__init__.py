@@ -11,4 +11,6 @@ from onceflow.broker.handlers import (  # noqa: F401
     metadata,
     produce,
     producer_id,
+    transaction_admin,
+    transactions,
 )

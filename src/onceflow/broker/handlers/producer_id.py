@@ -21,12 +21,24 @@ async def init_producer_id(ctx: RequestContext, request: Any) -> Any:
         transactions = getattr(broker, "transactions", None)
         if transactions is None:
             raise KafkaError(ErrorCode.coordinator_not_available, "no transaction coordinator")
-        producer_id, epoch = await transactions.init_producer_id(
-            request.transactional_id,
-            request.transaction_timeout.total_seconds() * 1000,
-            getattr(request, "producer_id", -1),
-            getattr(request, "producer_epoch", -1),
-        )
+        try:
+            producer_id, epoch = await transactions.init_producer_id(
+                request.transactional_id,
+                request.transaction_timeout.total_seconds() * 1000,
+                getattr(request, "producer_id", -1),
+                getattr(request, "producer_epoch", -1),
+            )
+        except KafkaError as error:
+            code = error.code
+            if code == ErrorCode.producer_fenced and ctx.version < 4:
+                code = ErrorCode.invalid_producer_epoch  # KIP-588: older clients
+            return build(
+                ctx.response_class,
+                throttle_time=datetime.timedelta(0),
+                error_code=code,
+                producer_id=-1,
+                producer_epoch=-1,
+            )
     return build(
         ctx.response_class,
         throttle_time=datetime.timedelta(0),

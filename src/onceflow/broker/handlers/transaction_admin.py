@@ -1,0 +1,142 @@
+"""ListTransactions, DescribeTransactions, DescribeProducers: finding hanging transactions."""
+
+from __future__ import annotations
+
+import datetime
+from typing import Any
+
+from onceflow.broker.context import RequestContext
+from onceflow.broker.handlers.transactions import coordinator
+from onceflow.broker.registry import handles
+from onceflow.protocol.codec import build, element
+from onceflow.protocol.errors import ErrorCode, KafkaError
+
+NO_THROTTLE = datetime.timedelta(0)
+
+
+@handles(66, 0, 1)
+async def list_transactions(ctx: RequestContext, request: Any) -> Any:
+    cls = ctx.response_class
+    state_cls = element(cls, "transaction_states")
+    states = set(request.state_filters or ())
+    producers = set(request.producer_id_filters or ())
+    min_duration = getattr(request, "duration_filter", -1)
+    now = int(datetime.datetime.now(datetime.UTC).timestamp() * 1000)
+    known_states = {
+        "Empty",
+        "Ongoing",
+        "PrepareCommit",
+        "PrepareAbort",
+        "CompleteCommit",
+        "CompleteAbort",
+        "Dead",
+        "PrepareEpochFence",
+    }
+    listed = []
+    for metadata in coordinator(ctx).listing():
+        if states and metadata.state.value not in states:
+            continue
+        if producers and metadata.producer_id not in producers:
+            continue
+        if min_duration >= 0 and (metadata.start_ms < 0 or now - metadata.start_ms < min_duration):
+            continue
+        listed.append(
+            state_cls(
+                transactional_id=metadata.transactional_id,
+                producer_id=metadata.producer_id,
+                transaction_state=metadata.state.value,
+            )
+        )
+    return build(
+        cls,
+        throttle_time=NO_THROTTLE,
+        error_code=ErrorCode.none,
+        unknown_state_filters=tuple(sorted(states - known_states)),
+        transaction_states=tuple(listed),
+    )
+
+
+@handles(65, 0, 0)
+async def describe_transactions(ctx: RequestContext, request: Any) -> Any:
+    cls = ctx.response_class
+    state_cls = element(cls, "transaction_states")
+    topic_cls = element(state_cls, "topics")
+    described = []
+    for transactional_id in request.transactional_ids:
+        metadata = coordinator(ctx).describe(transactional_id)
+        if metadata is None:
+            described.append(
+                build(
+                    state_cls,
+                    error_code=ErrorCode.transactional_id_not_found,
+                    transactional_id=transactional_id,
+                    transaction_state="",
+                    transaction_timeout=0,
+                    transaction_start_time=-1,
+                    producer_id=-1,
+                    producer_epoch=-1,
+                    topics=(),
+                )
+            )
+            continue
+        by_topic: dict[str, list[int]] = {}
+        for topic, partition in sorted(metadata.partitions):
+            by_topic.setdefault(topic, []).append(partition)
+        described.append(
+            build(
+                state_cls,
+                error_code=ErrorCode.none,
+                transactional_id=transactional_id,
+                transaction_state=metadata.state.value,
+                transaction_timeout=metadata.timeout_ms,
+                transaction_start_time=metadata.start_ms,
+                producer_id=metadata.producer_id,
+                producer_epoch=metadata.producer_epoch,
+                topics=tuple(
+                    topic_cls(topic=topic, partitions=tuple(parts))
+                    for topic, parts in by_topic.items()
+                ),
+            )
+        )
+    return build(cls, throttle_time=NO_THROTTLE, transaction_states=tuple(described))
+
+
+@handles(61, 0, 0)
+async def describe_producers(ctx: RequestContext, request: Any) -> Any:
+    cls = ctx.response_class
+    topic_cls = element(cls, "topics")
+    partition_cls = element(topic_cls, "partitions")
+    producer_cls = element(partition_cls, "active_producers")
+    topics = []
+    for topic in request.topics:
+        partitions = []
+        for number in topic.partition_indexes:
+            code, message, active = ErrorCode.none, None, ()
+            try:
+                state = ctx.broker.logs.partition(topic.name, number).producers
+                active = tuple(
+                    producer_cls(
+                        producer_id=entry.producer_id,
+                        producer_epoch=entry.epoch,
+                        last_sequence=entry.last_seq,
+                        last_timestamp=entry.last_timestamp,
+                        coordinator_epoch=entry.coordinator_epoch,
+                        current_txn_start_offset=state.open_transaction(entry.producer_id)
+                        if state.open_transaction(entry.producer_id) is not None
+                        else -1,
+                    )
+                    for entry in state.producers.values()
+                )
+            except KafkaError as error:
+                code, message = error.code, error.message
+            partitions.append(
+                build(
+                    partition_cls,
+                    partition_index=number,
+                    error_code=code,
+                    error_message=message,
+                    active_producers=active,
+                )
+            )
+        topics.append(build(topic_cls, name=topic.name, partitions=tuple(partitions)))
+    return build(cls, throttle_time=NO_THROTTLE, topics=tuple(topics))

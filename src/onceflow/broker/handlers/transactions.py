@@ -1,0 +1,138 @@
+"""AddPartitionsToTxn, AddOffsetsToTxn, EndTxn, TxnOffsetCommit (the transaction APIs)."""
+
+from __future__ import annotations
+
+import datetime
+from typing import Any
+
+from onceflow.broker.context import RequestContext
+from onceflow.broker.registry import handles
+from onceflow.coordinator.transaction import TransactionCoordinator
+from onceflow.protocol.codec import build, element
+from onceflow.protocol.errors import ErrorCode, KafkaError
+
+NO_THROTTLE = datetime.timedelta(0)
+
+
+def coordinator(ctx: RequestContext) -> TransactionCoordinator:
+    transactions = ctx.broker.transactions
+    if transactions is None:
+        raise KafkaError(ErrorCode.coordinator_not_available, "no transaction coordinator")
+    return transactions
+
+
+def for_version(ctx: RequestContext, code: ErrorCode, fenced_since: int = 2) -> ErrorCode:
+    """Older request versions know PRODUCER_FENCED as INVALID_PRODUCER_EPOCH (KIP-588)."""
+    if code == ErrorCode.producer_fenced and ctx.version < fenced_since:
+        return ErrorCode.invalid_producer_epoch
+    return code
+
+
+@handles(24, 0, 3)
+async def add_partitions_to_txn(ctx: RequestContext, request: Any) -> Any:
+    cls = ctx.response_class
+    topic_cls = element(cls, "results_by_topic_v3_and_below")
+    partition_cls = element(topic_cls, "results_by_partition")
+    wanted = [
+        (topic.name, partition)
+        for topic in request.v3_and_below_topics
+        for partition in topic.partitions
+    ]
+    try:
+        results = await coordinator(ctx).add_partitions(
+            request.v3_and_below_transactional_id,
+            request.v3_and_below_producer_id,
+            request.v3_and_below_producer_epoch,
+            wanted,
+        )
+    except KafkaError as error:
+        results = dict.fromkeys(wanted, for_version(ctx, error.code))
+    by_topic: dict[str, list[Any]] = {}
+    for (topic, partition), code in results.items():
+        by_topic.setdefault(topic, []).append(
+            partition_cls(partition_index=partition, partition_error_code=code)
+        )
+    return build(
+        cls,
+        throttle_time=NO_THROTTLE,
+        results_by_topic_v3_and_below=tuple(
+            topic_cls(name=name, results_by_partition=tuple(parts))
+            for name, parts in by_topic.items()
+        ),
+    )
+
+
+@handles(25, 0, 3)
+async def add_offsets_to_txn(ctx: RequestContext, request: Any) -> Any:
+    try:
+        code = await coordinator(ctx).add_offsets(
+            request.transactional_id,
+            request.producer_id,
+            request.producer_epoch,
+            request.group_id,
+        )
+    except KafkaError as error:
+        code = for_version(ctx, error.code)
+    return build(ctx.response_class, throttle_time=NO_THROTTLE, error_code=code)
+
+
+@handles(26, 0, 3)
+async def end_txn(ctx: RequestContext, request: Any) -> Any:
+    code = ErrorCode.none
+    try:
+        await coordinator(ctx).end_transaction(
+            request.transactional_id,
+            request.producer_id,
+            request.producer_epoch,
+            request.committed,
+        )
+    except KafkaError as error:
+        code = for_version(ctx, error.code)
+    return build(ctx.response_class, throttle_time=NO_THROTTLE, error_code=code)
+
+
+@handles(28, 0, 3)
+async def txn_offset_commit(ctx: RequestContext, request: Any) -> Any:
+    cls = ctx.response_class
+    topic_cls = element(cls, "topics")
+    partition_cls = element(topic_cls, "partitions")
+    offsets = {
+        (topic.name, partition.partition_index): (
+            partition.committed_offset,
+            getattr(partition, "committed_leader_epoch", -1),
+            partition.committed_metadata,
+        )
+        for topic in request.topics
+        for partition in topic.partitions
+    }
+    try:
+        coordinator(ctx).check_offsets_added(
+            request.transactional_id,
+            request.producer_id,
+            request.producer_epoch,
+            request.group_id,
+        )
+        groups = ctx.broker.groups
+        if groups is None:
+            raise KafkaError(ErrorCode.coordinator_not_available, "no group coordinator")
+        results = await groups.txn_offset_commit(
+            request.group_id,
+            request.producer_id,
+            request.producer_epoch,
+            getattr(request, "member_id", ""),
+            getattr(request, "generation_id", -1),
+            getattr(request, "group_instance_id", None),
+            offsets,
+        )
+    except KafkaError as error:
+        results = dict.fromkeys(offsets, for_version(ctx, error.code, fenced_since=3))
+    by_topic: dict[str, list[Any]] = {}
+    for (topic, partition), code in results.items():
+        by_topic.setdefault(topic, []).append(
+            partition_cls(partition_index=partition, error_code=code)
+        )
+    return build(
+        cls,
+        throttle_time=NO_THROTTLE,
+        topics=tuple(topic_cls(name=name, partitions=tuple(p)) for name, p in by_topic.items()),
+    )

@@ -1,0 +1,457 @@
+"""The transaction coordinator: Kafka's two-phase commit for transactional producers.
+
+Each transactional.id has a metadata record in the internal topic
+``__transaction_state``. A transaction moves Empty → Ongoing → PrepareCommit/PrepareAbort
+→ CompleteCommit/CompleteAbort. The Prepare state is durable before any marker is
+written; after a crash, start-up finishes every transaction left in a Prepare state by
+writing its markers again (markers are idempotent for the partitions: a second marker for
+a producer with no open transaction changes nothing visible).
+
+Zombie fencing follows KIP-98/KIP-360: InitProducerId bumps the epoch (aborting an open
+transaction first); requests with an older epoch get PRODUCER_FENCED. A transaction that
+outlives its timeout is aborted by the coordinator with a bumped epoch.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import enum
+import json
+import logging
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from onceflow.log.batch import CONTROL_ABORT, CONTROL_COMMIT, BatchHeader, KeyValue
+from onceflow.log.partition_log import PartitionLog
+from onceflow.protocol.errors import ErrorCode, KafkaError
+
+if TYPE_CHECKING:
+    from onceflow.broker.broker import Broker
+
+log = logging.getLogger(__name__)
+
+TRANSACTION_STATE_TOPIC = "__transaction_state"
+CONSUMER_OFFSETS_TOPIC = "__consumer_offsets"
+MAX_EPOCH = 2**15 - 1
+
+
+class TxnState(enum.StrEnum):
+    EMPTY = "Empty"
+    ONGOING = "Ongoing"
+    PREPARE_COMMIT = "PrepareCommit"
+    PREPARE_ABORT = "PrepareAbort"
+    COMPLETE_COMMIT = "CompleteCommit"
+    COMPLETE_ABORT = "CompleteAbort"
+    DEAD = "Dead"
+
+
+COMPLETED = (TxnState.EMPTY, TxnState.COMPLETE_COMMIT, TxnState.COMPLETE_ABORT)
+PREPARING = (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT)
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+@dataclass
+class TransactionMetadata:
+    transactional_id: str
+    producer_id: int
+    producer_epoch: int
+    timeout_ms: int
+    state: TxnState = TxnState.EMPTY
+    last_producer_epoch: int = -1  # set when the coordinator itself bumped the epoch
+    partitions: set[tuple[str, int]] = field(default_factory=set)
+    start_ms: int = -1
+    update_ms: int = -1
+    busy: bool = False  # a state transition is being written
+
+    def to_json(self) -> bytes:
+        return json.dumps(
+            {
+                "producer_id": self.producer_id,
+                "producer_epoch": self.producer_epoch,
+                "last_producer_epoch": self.last_producer_epoch,
+                "timeout_ms": self.timeout_ms,
+                "state": self.state.value,
+                "partitions": sorted(self.partitions),
+                "start_ms": self.start_ms,
+                "update_ms": self.update_ms,
+            }
+        ).encode()
+
+    @classmethod
+    def from_json(cls, transactional_id: str, data: bytes) -> TransactionMetadata:
+        value = json.loads(data)
+        return cls(
+            transactional_id,
+            value["producer_id"],
+            value["producer_epoch"],
+            value["timeout_ms"],
+            TxnState(value["state"]),
+            value["last_producer_epoch"],
+            {(topic, partition) for topic, partition in value["partitions"]},
+            value["start_ms"],
+            value["update_ms"],
+        )
+
+
+class TransactionCoordinator:
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+        self.transactions: dict[str, TransactionMetadata] = {}
+        self.coordinator_epoch = 0
+        self._state_log: PartitionLog | None = None
+        self._timeout_task: asyncio.Task[None] | None = None
+
+    # -- lifecycle ------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        logs = self.broker.logs
+        if TRANSACTION_STATE_TOPIC not in logs.topics:
+            logs.create_topic(
+                TRANSACTION_STATE_TOPIC,
+                1,
+                1,
+                {"cleanup.policy": "compact", "segment.bytes": 104_857_600},
+                internal=True,
+            )
+        self._state_log = logs.partition(TRANSACTION_STATE_TOPIC, 0)
+        self.coordinator_epoch = self._bump_coordinator_epoch()
+        self._replay()
+        for metadata in list(self.transactions.values()):
+            if metadata.state in PREPARING:
+                committed = metadata.state == TxnState.PREPARE_COMMIT
+                log.info("completing %s left in %s", metadata.transactional_id, metadata.state)
+                await self._complete(metadata, committed)
+        interval = self.broker.config["transaction.abort.timed.out.transaction.cleanup.interval.ms"]
+        self._timeout_task = asyncio.create_task(self._abort_timed_out_loop(interval / 1000))
+
+    async def stop(self) -> None:
+        if self._timeout_task is not None:
+            self._timeout_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._timeout_task
+
+    def _bump_coordinator_epoch(self) -> int:
+        path = self.broker.data_dir / "transaction_coordinator_epoch"
+        epoch = int(path.read_text()) + 1 if path.exists() else 0
+        path.write_text(str(epoch))
+        return epoch
+
+    def _replay(self) -> None:
+        assert self._state_log is not None
+        from onceflow.log.batch import read_key_values
+
+        for header, data in self._state_log.iter_batches():
+            if header.is_control:
+                continue
+            header.position = 0
+            for record in read_key_values(data, header):
+                if record.key is None:
+                    continue
+                transactional_id = record.key.decode()
+                if record.value is None:
+                    self.transactions.pop(transactional_id, None)
+                else:
+                    self.transactions[transactional_id] = TransactionMetadata.from_json(
+                        transactional_id, record.value
+                    )
+
+    async def _persist(self, metadata: TransactionMetadata) -> None:
+        """Write the metadata record and wait until it is durable."""
+        assert self._state_log is not None
+        metadata.update_ms = now_ms()
+        offset = self._state_log.append_records(
+            [KeyValue(metadata.transactional_id.encode(), metadata.to_json())]
+        )
+        self.broker.logs.mark_dirty(self._state_log)
+        await self._state_log.wait_durable(offset + 1)
+
+    # -- validation -----------------------------------------------------------------------
+
+    def _get(self, transactional_id: str | None) -> TransactionMetadata:
+        if not transactional_id:
+            raise KafkaError(ErrorCode.invalid_request, "transactional id is empty")
+        metadata = self.transactions.get(transactional_id)
+        if metadata is None:
+            raise KafkaError(
+                ErrorCode.invalid_producer_id_mapping,
+                f"no producer id for transactional id {transactional_id}",
+            )
+        return metadata
+
+    def _check_producer(self, metadata: TransactionMetadata, producer_id: int, epoch: int) -> None:
+        if producer_id != metadata.producer_id:
+            raise KafkaError(
+                ErrorCode.invalid_producer_id_mapping,
+                f"producer id {producer_id} does not own {metadata.transactional_id}",
+            )
+        if epoch != metadata.producer_epoch:
+            raise KafkaError(
+                ErrorCode.producer_fenced,
+                f"epoch {epoch} of {metadata.transactional_id} was fenced by epoch "
+                f"{metadata.producer_epoch}",
+            )
+        if metadata.busy or metadata.state in PREPARING:
+            raise KafkaError(ErrorCode.concurrent_transactions, "transaction is completing")
+
+    # -- InitProducerId -------------------------------------------------------------------
+
+    async def init_producer_id(
+        self, transactional_id: str, timeout_ms: float, producer_id: int, producer_epoch: int
+    ) -> tuple[int, int]:
+        if not transactional_id:
+            raise KafkaError(ErrorCode.invalid_request, "transactional id is empty")
+        if timeout_ms <= 0 or timeout_ms > self.broker.config["transaction.max.timeout.ms"]:
+            raise KafkaError(
+                ErrorCode.invalid_transaction_timeout,
+                f"transaction timeout {timeout_ms:.0f} ms is outside "
+                f"(0, {self.broker.config['transaction.max.timeout.ms']}]",
+            )
+        metadata = self.transactions.get(transactional_id)
+        if metadata is None:
+            metadata = TransactionMetadata(
+                transactional_id, self._new_producer_id(), 0, int(timeout_ms)
+            )
+            self.transactions[transactional_id] = metadata
+            metadata.busy = True
+            try:
+                await self._persist(metadata)
+            finally:
+                metadata.busy = False
+            return metadata.producer_id, metadata.producer_epoch
+        if metadata.busy or metadata.state in PREPARING:
+            raise KafkaError(ErrorCode.concurrent_transactions, "transaction is completing")
+        if producer_id >= 0 and not (
+            producer_id == metadata.producer_id
+            and producer_epoch in (metadata.producer_epoch, metadata.last_producer_epoch)
+        ):
+            raise KafkaError(
+                ErrorCode.producer_fenced,
+                f"producer {producer_id} epoch {producer_epoch} is not the current owner of "
+                f"{transactional_id}",
+            )
+        metadata.busy = True
+        try:
+            if metadata.state == TxnState.ONGOING:
+                # Fence the previous incarnation: abort its transaction with a newer epoch.
+                self._bump_epoch(metadata)
+                await self._end(metadata, committed=False)
+            self._bump_epoch(metadata)
+            metadata.last_producer_epoch = -1
+            metadata.timeout_ms = int(timeout_ms)
+            metadata.state = TxnState.EMPTY
+            metadata.partitions.clear()
+            await self._persist(metadata)
+        finally:
+            metadata.busy = False
+        return metadata.producer_id, metadata.producer_epoch
+
+    def _new_producer_id(self) -> int:
+        assert self.broker.producer_ids is not None
+        return self.broker.producer_ids.next_id()
+
+    def _bump_epoch(self, metadata: TransactionMetadata) -> None:
+        if metadata.producer_epoch >= MAX_EPOCH - 1:
+            metadata.producer_id = self._new_producer_id()
+            metadata.producer_epoch = 0
+        else:
+            metadata.producer_epoch += 1
+
+    # -- AddPartitionsToTxn / AddOffsetsToTxn --------------------------------------------
+
+    async def add_partitions(
+        self,
+        transactional_id: str,
+        producer_id: int,
+        epoch: int,
+        partitions: list[tuple[str, int]],
+    ) -> dict[tuple[str, int], ErrorCode]:
+        metadata = self._get(transactional_id)
+        self._check_producer(metadata, producer_id, epoch)
+        unknown = [tp for tp in partitions if not self._partition_exists(tp)]
+        if unknown:
+            return {
+                tp: ErrorCode.unknown_topic_or_partition
+                if tp in unknown
+                else ErrorCode.operation_not_attempted
+                for tp in partitions
+            }
+        new = set(partitions) - metadata.partitions
+        if metadata.state == TxnState.ONGOING and not new:
+            return dict.fromkeys(partitions, ErrorCode.none)
+        metadata.busy = True
+        try:
+            if metadata.state != TxnState.ONGOING:
+                metadata.state = TxnState.ONGOING
+                metadata.start_ms = now_ms()
+                metadata.partitions.clear()
+            metadata.partitions |= set(partitions)
+            await self._persist(metadata)
+        finally:
+            metadata.busy = False
+        return dict.fromkeys(partitions, ErrorCode.none)
+
+    def _partition_exists(self, topic_partition: tuple[str, int]) -> bool:
+        topic = self.broker.logs.topics.get(topic_partition[0])
+        return topic is not None and 0 <= topic_partition[1] < len(topic.partitions)
+
+    def offsets_partition(self, group_id: str) -> tuple[str, int]:
+        groups = self.broker.groups
+        if groups is None:
+            raise KafkaError(ErrorCode.coordinator_not_available, "no group coordinator")
+        return CONSUMER_OFFSETS_TOPIC, groups.offsets_partition_for(group_id)
+
+    async def add_offsets(
+        self, transactional_id: str, producer_id: int, epoch: int, group_id: str
+    ) -> ErrorCode:
+        result = await self.add_partitions(
+            transactional_id, producer_id, epoch, [self.offsets_partition(group_id)]
+        )
+        return next(iter(result.values()))
+
+    def check_offsets_added(
+        self, transactional_id: str, producer_id: int, epoch: int, group_id: str
+    ) -> None:
+        """TxnOffsetCommit is allowed only after AddOffsetsToTxn for that group."""
+        metadata = self._get(transactional_id)
+        if producer_id != metadata.producer_id:
+            raise KafkaError(ErrorCode.invalid_producer_id_mapping, "unknown producer id")
+        if epoch != metadata.producer_epoch:
+            raise KafkaError(ErrorCode.producer_fenced, "producer epoch was fenced")
+        partition = self.offsets_partition(group_id)
+        if metadata.state != TxnState.ONGOING or partition not in metadata.partitions:
+            raise KafkaError(
+                ErrorCode.invalid_txn_state,
+                f"group {group_id} was not added to the transaction (AddOffsetsToTxn)",
+            )
+
+    # -- produce verification (KIP-890 part 1) ------------------------------------------
+
+    def verify_produce(
+        self, transactional_id: str | None, header: BatchHeader, topic: str, partition: int
+    ) -> None:
+        if not header.is_transactional:
+            return  # an idempotent batch on a transactional producer's connection
+        if transactional_id is None:
+            raise KafkaError(
+                ErrorCode.invalid_txn_state, "transactional batch without a transactional id"
+            )
+        metadata = self.transactions.get(transactional_id)
+        if metadata is None or metadata.producer_id != header.producer_id:
+            raise KafkaError(ErrorCode.invalid_producer_id_mapping, "unknown producer id")
+        if header.producer_epoch < metadata.producer_epoch:
+            raise KafkaError(ErrorCode.invalid_producer_epoch, "producer epoch was fenced")
+        if metadata.state != TxnState.ONGOING or (topic, partition) not in metadata.partitions:
+            raise KafkaError(
+                ErrorCode.invalid_txn_state,
+                f"{topic}-{partition} is not part of an ongoing transaction of {transactional_id}",
+            )
+
+    # -- EndTxn ---------------------------------------------------------------------------
+
+    async def end_transaction(
+        self, transactional_id: str, producer_id: int, epoch: int, committed: bool
+    ) -> None:
+        metadata = self._get(transactional_id)
+        if producer_id != metadata.producer_id:
+            raise KafkaError(ErrorCode.invalid_producer_id_mapping, "unknown producer id")
+        if epoch != metadata.producer_epoch:
+            raise KafkaError(ErrorCode.producer_fenced, "producer epoch was fenced")
+        if metadata.busy or metadata.state in PREPARING:
+            raise KafkaError(ErrorCode.concurrent_transactions, "transaction is completing")
+        if metadata.state == TxnState.COMPLETE_COMMIT and committed:
+            return  # a retried EndTxn whose commit already completed
+        if metadata.state == TxnState.COMPLETE_ABORT and not committed:
+            return
+        if metadata.state != TxnState.ONGOING:
+            raise KafkaError(
+                ErrorCode.invalid_txn_state,
+                f"cannot {'commit' if committed else 'abort'} {transactional_id} in state "
+                f"{metadata.state.value}",
+            )
+        metadata.busy = True
+        try:
+            await self._end(metadata, committed)
+        finally:
+            metadata.busy = False
+
+    async def _end(self, metadata: TransactionMetadata, committed: bool) -> None:
+        metadata.state = TxnState.PREPARE_COMMIT if committed else TxnState.PREPARE_ABORT
+        await self._persist(metadata)  # the decision is durable before any marker
+        await self._complete(metadata, committed)
+
+    async def _complete(self, metadata: TransactionMetadata, committed: bool) -> None:
+        control_type = CONTROL_COMMIT if committed else CONTROL_ABORT
+        waits = []
+        logs = self.broker.logs
+        for topic, number in sorted(metadata.partitions):
+            try:
+                partition = logs.partition(topic, number)
+            except KafkaError:
+                continue  # the topic was deleted meanwhile
+            partition.append_marker(
+                metadata.producer_id, metadata.producer_epoch, control_type, self.coordinator_epoch
+            )
+            logs.mark_dirty(partition)
+            waits.append(partition.wait_durable(partition.log_end_offset))
+            if topic == CONSUMER_OFFSETS_TOPIC and self.broker.groups is not None:
+                self.broker.groups.complete_transaction(metadata.producer_id, committed, number)
+        if waits:
+            await asyncio.gather(*waits)
+        metadata.state = TxnState.COMPLETE_COMMIT if committed else TxnState.COMPLETE_ABORT
+        metadata.partitions.clear()
+        await self._persist(metadata)
+
+    # -- timeouts -------------------------------------------------------------------------
+
+    async def _abort_timed_out_loop(self, interval: float) -> None:
+        while True:
+            await asyncio.sleep(interval)
+            try:
+                await self.abort_timed_out()
+            except Exception:
+                log.exception("aborting timed-out transactions failed")
+
+    async def abort_timed_out(self) -> int:
+        now = now_ms()
+        aborted = 0
+        for metadata in list(self.transactions.values()):
+            if metadata.state != TxnState.ONGOING or metadata.busy:
+                continue
+            if now - metadata.start_ms <= metadata.timeout_ms:
+                continue
+            log.info("aborting %s: transaction timed out", metadata.transactional_id)
+            metadata.busy = True
+            try:
+                old_epoch = metadata.producer_epoch
+                self._bump_epoch(metadata)
+                metadata.last_producer_epoch = old_epoch
+                await self._end(metadata, committed=False)
+            finally:
+                metadata.busy = False
+            aborted += 1
+        return aborted
+
+    # -- inspection -----------------------------------------------------------------------
+
+    def describe(self, transactional_id: str) -> TransactionMetadata | None:
+        return self.transactions.get(transactional_id)
+
+    def listing(self) -> list[TransactionMetadata]:
+        return sorted(self.transactions.values(), key=lambda m: m.transactional_id)
+
+
+def describe_state(metadata: TransactionMetadata) -> dict[str, Any]:
+    return {
+        "transactional_id": metadata.transactional_id,
+        "producer_id": metadata.producer_id,
+        "producer_epoch": metadata.producer_epoch,
+        "state": metadata.state.value,
+        "timeout_ms": metadata.timeout_ms,
+        "start_ms": metadata.start_ms,
+        "partitions": sorted(metadata.partitions),
+    }
