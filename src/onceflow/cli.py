@@ -102,5 +102,14 @@ def broker(
         raise click.ClickException(f"cannot start broker: {error}") from None
 
 
+def _register_transactions() -> None:
+    from onceflow.transactions_cli import transactions_command
+
+    main.add_command(transactions_command)
+
+
+_register_transactions()
+
+
 if __name__ == "__main__":
     main()
