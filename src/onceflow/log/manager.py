@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from onceflow.config import BrokerConfig, TopicConfig, validate_topic_configs
+from onceflow.log.cleaner import compact_due
 from onceflow.log.partition_log import PartitionLog
 from onceflow.protocol.errors import ErrorCode, KafkaError
 
@@ -222,6 +223,7 @@ class LogManager:
         elif policy == "interval":
             self._tasks.append(asyncio.create_task(self._flush_periodically()))
         self._tasks.append(asyncio.create_task(self._retention_loop()))
+        self._tasks.append(asyncio.create_task(self._cleaner_loop()))
 
     def mark_dirty(self, partition: PartitionLog) -> None:
         """Ask for an fsync of the partition; one fsync serves every append before it."""
@@ -259,6 +261,23 @@ class LogManager:
         while True:
             await asyncio.sleep(interval)
             self.enforce_retention()
+
+    async def _cleaner_loop(self) -> None:
+        interval = self.config["log.cleaner.backoff.ms"] / 1000
+        while True:
+            await asyncio.sleep(interval)
+            self.compact()
+
+    def compact(self) -> int:
+        """Compact every compacted topic's closed segments; return the bytes removed."""
+        removed = 0
+        for topic in list(self.topics.values()):
+            if topic.config.compacted:
+                try:
+                    removed += compact_due(topic.partitions)
+                except (OSError, ValueError):
+                    log.exception("compaction of %s failed; the log is unchanged", topic.name)
+        return removed
 
     def enforce_retention(self) -> int:
         deleted = 0

@@ -111,6 +111,8 @@ class PartitionLog:
 
     def load(self) -> None:
         self.directory.mkdir(parents=True, exist_ok=True)
+        for leftover in self.directory.glob("*.cleaned"):  # a compaction cut short
+            leftover.unlink()
         bases = sorted(int(path.stem) for path in self.directory.glob("*.log"))
         checkpoint = self._read_checkpoint()
         if not bases:

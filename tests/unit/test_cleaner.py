@@ -1,0 +1,53 @@
+"""Batch-granular compaction keeps the newest record per key and every offset."""
+
+from __future__ import annotations
+
+from onceflow.config import BrokerConfig, TopicConfig
+from onceflow.log.batch import KeyValue, read_key_values
+from onceflow.log.cleaner import compact
+from onceflow.log.partition_log import PartitionLog
+
+
+def open_log(tmp_path) -> PartitionLog:
+    config = TopicConfig(
+        BrokerConfig.from_strings({"log.flush.policy": "os"}),
+        {"cleanup.policy": "compact", "segment.bytes": 300},
+    )
+    partition = PartitionLog(tmp_path / "compacted-0", "compacted", 0, config)
+    partition.load()
+    return partition
+
+
+def visible(partition: PartitionLog) -> list[tuple[int, bytes | None, bytes | None]]:
+    out = []
+    for header, data in partition.iter_batches():
+        base = header.base_offset
+        header.position = 0
+        out += [(base + i, r.key, r.value) for i, r in enumerate(read_key_values(data, header))]
+    return out
+
+
+def test_superseded_batches_are_dropped_and_offsets_kept(tmp_path):
+    partition = open_log(tmp_path)
+    for round_number in range(6):
+        for key in (b"a", b"b"):
+            partition.append_records([KeyValue(key, f"{key.decode()}{round_number}".encode())])
+    partition.append_records([KeyValue(b"c", b"c0")])
+    assert len(partition.segments) > 2
+    before = visible(partition)
+    removed = compact(partition)
+    after = visible(partition)
+    assert removed > 0
+    assert len(after) < len(before)
+    latest = {key: value for _, key, value in before}
+    assert {key: value for _, key, value in after} == latest
+    offsets = [offset for offset, _, _ in after]
+    assert offsets == sorted(offsets)
+    assert partition.log_end_offset == 13
+
+    reopened = PartitionLog(partition.directory, "compacted", 0, partition.config)
+    partition.close()
+    reopened.load()
+    assert visible(reopened) == after
+    assert reopened.log_end_offset == 13
+    assert reopened.append_records([KeyValue(b"a", b"new")]) == 13
