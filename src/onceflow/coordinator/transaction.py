@@ -391,11 +391,24 @@ class TransactionCoordinator:
         for topic, number in sorted(metadata.partitions):
             try:
                 partition = logs.partition(topic, number)
-            except KafkaError:
-                continue  # the topic was deleted meanwhile
-            partition.append_marker(
-                metadata.producer_id, metadata.producer_epoch, control_type, self.coordinator_epoch
-            )
+                partition.append_marker(
+                    metadata.producer_id,
+                    metadata.producer_epoch,
+                    control_type,
+                    self.coordinator_epoch,
+                )
+            except KafkaError as error:
+                # A deleted topic, or a partition that already saw a newer epoch: Kafka
+                # drops such markers too rather than blocking the transaction forever.
+                log.warning(
+                    "no %s marker for %s on %s-%d: %s",
+                    "commit" if committed else "abort",
+                    metadata.transactional_id,
+                    topic,
+                    number,
+                    error,
+                )
+                continue
             logs.mark_dirty(partition)
             waits.append(partition.wait_durable(partition.log_end_offset))
             if topic == CONSUMER_OFFSETS_TOPIC and self.broker.groups is not None:
