@@ -139,9 +139,10 @@ def describe_command(bootstrap: str, transactional_ids: tuple[str, ...]) -> None
         if state is None:
             table.add_row(transactional_id, "[red]not found[/red]", "", "", "", "", "")
             continue
+        started_ms = int(state.transaction_start_time.timestamp() * 1000)
         open_for = (
-            f"{(now - state.transaction_start_time) / 1000:.1f}s"
-            if state.transaction_start_time >= 0 and state.transaction_state == "Ongoing"
+            f"{(now - started_ms) / 1000:.1f}s"
+            if started_ms > 0 and state.transaction_state == "Ongoing"
             else ""
         )
         partitions = ", ".join(f"{t.topic}-{p}" for t in state.topics for p in t.partitions)
@@ -150,7 +151,7 @@ def describe_command(bootstrap: str, transactional_ids: tuple[str, ...]) -> None
             state.transaction_state,
             str(state.producer_id),
             str(state.producer_epoch),
-            str(state.transaction_timeout),
+            str(int(state.transaction_timeout.total_seconds() * 1000)),
             open_for,
             partitions,
         )

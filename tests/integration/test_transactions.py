@@ -125,8 +125,8 @@ def test_read_committed_waits_at_last_stable_offset(kafka_broker):
     while time.monotonic() < deadline:
         seen += [m.value() for m in consumer.consume(100, 0.2) if m.error() is None]
     assert seen == [b"before"], "read_committed must stop at the LSO"
-    _, high = consumer.get_watermark_offsets(TopicPartition("lso", 0), cached=False)
-    assert high == 4
+    _, stable = consumer.get_watermark_offsets(TopicPartition("lso", 0), cached=False)
+    assert stable == 1, "ListOffsets latest under read_committed is the last stable offset"
 
     producer.commit_transaction(10)
     deadline = time.monotonic() + 10
@@ -195,21 +195,28 @@ def test_transactions_survive_broker_kill(kafka_broker):
     producer.begin_transaction()
     send(producer, "durable-tx", ["committed-1", "committed-2"])
     producer.commit_transaction(10)
+
+    # An open transaction survives a coordinator crash and can still be committed.
     producer.begin_transaction()
     send(producer, "durable-tx", ["open-at-crash"])
     kafka_broker.restart(kill=True)
-    with pytest.raises(KafkaException):
-        producer.commit_transaction(5)  # its coordinator state survived: the epoch is old
-    # A new incarnation fences and aborts the open transaction.
+    producer.commit_transaction(30)
+
+    # An orphaned transaction is aborted when a new incarnation fences the old one.
+    producer.begin_transaction()
+    send(producer, "durable-tx", ["orphaned"])
+    kafka_broker.restart(kill=True)
     replacement = transactional_producer(bootstrap, "txn-durable")
     replacement.begin_transaction()
     send(replacement, "durable-tx", ["committed-3"])
     replacement.commit_transaction(10)
-    assert read_values(bootstrap, "durable-tx", "read_committed", until=3) == [
+    assert read_values(bootstrap, "durable-tx", "read_committed", until=4) == [
         b"committed-1",
         b"committed-2",
+        b"open-at-crash",
         b"committed-3",
     ]
+    assert b"orphaned" in read_values(bootstrap, "durable-tx", "read_uncommitted", until=5)
 
 
 def test_protocol_errors_for_bad_transactional_requests(kafka_broker):

@@ -79,6 +79,8 @@ class Broker:
         self._connections.add(task)
         try:
             await Connection(self, reader, writer).serve()
+        except asyncio.CancelledError:
+            pass  # broker shutdown
         finally:
             self._connections.discard(task)
 

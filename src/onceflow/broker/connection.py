@@ -137,7 +137,7 @@ class Connection:
             return asyncio.ensure_future(
                 _encode_when_ready(api_key, correlation_id, result, responder)
             )
-        return encode_response(api_key, correlation_id, result)
+        return _encode(api_key, correlation_id, result, responder)
 
     def _unsupported_api_versions(self, correlation_id: int) -> bytes:
         from onceflow.broker.handlers.api_versions import api_versions_response
@@ -157,4 +157,15 @@ async def _encode_when_ready(
         response = await deferred.awaitable
     except KafkaError as error:
         response = error_response(responder, error.code)
-    return encode_response(api_key, correlation_id, response)
+    return _encode(api_key, correlation_id, response, responder)
+
+
+def _encode(api_key: int, correlation_id: int, response: Any, responder: type) -> bytes:
+    """Encode a response; a response that cannot be encoded becomes UNKNOWN_SERVER_ERROR."""
+    try:
+        return encode_response(api_key, correlation_id, response)
+    except Exception:
+        log.exception("cannot encode %s response", api_name(api_key))
+        return encode_response(
+            api_key, correlation_id, error_response(responder, ErrorCode.unknown_server_error)
+        )

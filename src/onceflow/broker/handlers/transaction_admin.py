@@ -14,6 +14,12 @@ from onceflow.protocol.errors import ErrorCode, KafkaError
 NO_THROTTLE = datetime.timedelta(0)
 
 
+def from_millis(timestamp_ms: int) -> datetime.datetime:
+    """A start time for the wire. Kafka sends -1 for "none"; kio cannot decode negative
+    timestamps, so onceflow sends the epoch (0) instead."""
+    return datetime.datetime.fromtimestamp(max(timestamp_ms, 0) / 1000, datetime.UTC)
+
+
 @handles(66, 0, 1)
 async def list_transactions(ctx: RequestContext, request: Any) -> Any:
     cls = ctx.response_class
@@ -71,8 +77,8 @@ async def describe_transactions(ctx: RequestContext, request: Any) -> Any:
                     error_code=ErrorCode.transactional_id_not_found,
                     transactional_id=transactional_id,
                     transaction_state="",
-                    transaction_timeout=0,
-                    transaction_start_time=-1,
+                    transaction_timeout=datetime.timedelta(0),
+                    transaction_start_time=from_millis(-1),
                     producer_id=-1,
                     producer_epoch=-1,
                     topics=(),
@@ -88,8 +94,8 @@ async def describe_transactions(ctx: RequestContext, request: Any) -> Any:
                 error_code=ErrorCode.none,
                 transactional_id=transactional_id,
                 transaction_state=metadata.state.value,
-                transaction_timeout=metadata.timeout_ms,
-                transaction_start_time=metadata.start_ms,
+                transaction_timeout=datetime.timedelta(milliseconds=metadata.timeout_ms),
+                transaction_start_time=from_millis(metadata.start_ms),
                 producer_id=metadata.producer_id,
                 producer_epoch=metadata.producer_epoch,
                 topics=tuple(
