@@ -47,14 +47,25 @@ class BrokerProcess:
 
     def start(self, timeout: float = 30.0) -> BrokerProcess:
         command = [
-            sys.executable, "-m", "onceflow", "broker",
-            "--data-dir", str(self.data_dir), "--port", str(self.port), "--log-level", "INFO",
+            sys.executable,
+            "-m",
+            "onceflow",
+            "broker",
+            "--data-dir",
+            str(self.data_dir),
+            "--port",
+            str(self.port),
+            "--log-level",
+            "INFO",
         ]
         for key, value in self.config.items():
             command += ["--config", f"{key}={value}"]
         log_file = open(self.log_path, "a")  # noqa: SIM115  (kept open for the child)
         self.process = subprocess.Popen(
-            command, stdout=subprocess.PIPE, stderr=log_file, text=True,
+            command,
+            stdout=subprocess.PIPE,
+            stderr=log_file,
+            text=True,
             env={**os.environ, "PYTHONUNBUFFERED": "1"},
         )
         log_file.close()

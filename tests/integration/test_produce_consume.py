@@ -15,8 +15,9 @@ def create_topic(bootstrap: str, name: str, partitions: int, **config: str) -> N
 
 
 def consume_all(bootstrap: str, topic: str, partitions: int, expected: int, **extra: str):
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "reader",
-                         "enable.auto.commit": False, **extra})
+    consumer = Consumer(
+        {"bootstrap.servers": bootstrap, "group.id": "reader", "enable.auto.commit": False, **extra}
+    )
     consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
     messages = []
     deadline = time.monotonic() + 30
@@ -30,8 +31,14 @@ def consume_all(bootstrap: str, topic: str, partitions: int, expected: int, **ex
 
 def test_idempotent_producer_keeps_per_key_order_and_partition(kafka_broker):
     create_topic(kafka_broker.bootstrap, "orders", 4)
-    producer = Producer({"bootstrap.servers": kafka_broker.bootstrap,
-                         "enable.idempotence": True, "acks": "all", "linger.ms": 2})
+    producer = Producer(
+        {
+            "bootstrap.servers": kafka_broker.bootstrap,
+            "enable.idempotence": True,
+            "acks": "all",
+            "linger.ms": 2,
+        }
+    )
     delivered = {}
 
     def on_delivery(error, message):
@@ -39,8 +46,12 @@ def test_idempotent_producer_keeps_per_key_order_and_partition(kafka_broker):
         delivered[(message.key(), message.value())] = (message.partition(), message.offset())
 
     for number in range(3000):
-        producer.produce("orders", key=f"k{number % 17}".encode(),
-                         value=str(number).encode(), on_delivery=on_delivery)
+        producer.produce(
+            "orders",
+            key=f"k{number % 17}".encode(),
+            value=str(number).encode(),
+            on_delivery=on_delivery,
+        )
     assert producer.flush(30) == 0
     messages = consume_all(kafka_broker.bootstrap, "orders", 4, 3000)
     assert len(messages) == 3000
