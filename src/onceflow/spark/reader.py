@@ -1,0 +1,220 @@
+"""Read one topic-partition offset range on an executor, as Arrow record batches.
+
+A range ``[start, end)`` is read with a confluent-kafka consumer in assign mode (it never
+joins a group and never commits). Under ``read_committed`` a range has gaps: control
+records (transaction markers) and aborted records are never delivered, so the range is
+done when the consumer's position reaches ``end`` (or a record/EOF at or past ``end``
+arrives), never by counting records.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+import pyarrow as pa
+from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
+
+from onceflow.spark.offsets import OffsetRange
+from onceflow.spark.schema import arrow_schema
+
+log = logging.getLogger(__name__)
+
+# confluent-kafka timestamp types → Kafka's TimestampType ids, which Spark reports.
+_TIMESTAMP_TYPES = {0: -1, 1: 0, 2: 1}
+
+_DATA_LOSS_HINT = (
+    "Some data may have been lost because they are not available in Kafka any more; either "
+    "the data was aged out or deleted (DeleteRecords), or the topic was deleted before all "
+    "its data was processed. If you don't want the query to fail in such cases, set the "
+    "source option 'failOnDataLoss' to 'false'."
+)
+_SKIP_HINT = (
+    "Some data may have been lost because they are not available in Kafka any more. "
+    "Skipping them because the source option 'failOnDataLoss' is 'false'."
+)
+
+
+class OnceflowDataLossError(RuntimeError):
+    """Offsets the query needs are gone (truncated, aged out, topic deleted)."""
+
+
+def report_data_loss(fail: bool, message: str) -> None:
+    """Like Spark's connector: raise with ``failOnDataLoss=true``, else log and go on."""
+    if fail:
+        raise OnceflowDataLossError(f"{message}. {_DATA_LOSS_HINT}")
+    log.warning("%s. %s", message, _SKIP_HINT)
+
+
+@dataclass(frozen=True)
+class ReadSettings:
+    """Everything an executor needs besides the range; plain data, picklable."""
+
+    kafka_config: dict[str, str] = field(default_factory=dict)
+    fail_on_data_loss: bool = True
+    include_headers: bool = False
+    poll_timeout_ms: int = 120_000
+    max_records_per_batch: int = 10_000
+
+    def consumer_config(self) -> dict[str, object]:
+        config: dict[str, object] = dict(self.kafka_config)
+        config.update(
+            {
+                # A private group id: the reader only uses assign() and never commits.
+                "group.id": f"onceflow-spark-{uuid.uuid4().hex}-executor",
+                "enable.auto.commit": False,
+                "enable.auto.offset.store": False,
+                "enable.partition.eof": True,
+                "auto.offset.reset": "error",
+            }
+        )
+        config.setdefault("isolation.level", "read_committed")
+        return config
+
+
+class _Columns:
+    def __init__(self, include_headers: bool) -> None:
+        self.include_headers = include_headers
+        self.clear()
+
+    def clear(self) -> None:
+        self.keys: list[bytes | None] = []
+        self.values: list[bytes | None] = []
+        self.offsets: list[int] = []
+        self.timestamps: list[int] = []
+        self.timestamp_types: list[int] = []
+        self.headers: list[list[dict] | None] = []
+
+    def __len__(self) -> int:
+        return len(self.offsets)
+
+    def add(self, message) -> None:
+        self.keys.append(message.key())
+        self.values.append(message.value())
+        self.offsets.append(message.offset())
+        kind, millis = message.timestamp()
+        self.timestamps.append(millis * 1000)
+        self.timestamp_types.append(_TIMESTAMP_TYPES.get(kind, -1))
+        if self.include_headers:
+            headers = message.headers()
+            self.headers.append(
+                [{"key": k, "value": v} for k, v in headers] if headers is not None else []
+            )
+
+    def to_batch(self, topic: str, partition: int, schema: pa.Schema) -> pa.RecordBatch:
+        n = len(self.offsets)
+        arrays = [
+            pa.array(self.keys, pa.binary()),
+            pa.array(self.values, pa.binary()),
+            pa.array([topic] * n, pa.string()),
+            pa.array([partition] * n, pa.int32()),
+            pa.array(self.offsets, pa.int64()),
+            pa.array(self.timestamps, pa.timestamp("us", tz="UTC")),
+            pa.array(self.timestamp_types, pa.int32()),
+        ]
+        if self.include_headers:
+            arrays.append(pa.array(self.headers, schema.field("headers").type))
+        batch = pa.RecordBatch.from_arrays(arrays, schema=schema)
+        self.clear()
+        return batch
+
+
+def read_range(offset_range: OffsetRange, settings: ReadSettings) -> Iterator[pa.RecordBatch]:
+    """Yield the records of ``offset_range`` as Arrow batches of Spark's Kafka schema."""
+    if offset_range.size == 0:
+        return
+    topic, partition, end = offset_range.topic, offset_range.partition, offset_range.end
+    schema = arrow_schema(settings.include_headers)
+    columns = _Columns(settings.include_headers)
+    consumer = Consumer(settings.consumer_config())
+    try:
+        tp = TopicPartition(topic, partition, offset_range.start)
+        consumer.assign([tp])
+        expected = offset_range.start  # next offset we have not yet seen
+        timeout = settings.poll_timeout_ms / 1000.0
+        deadline = time.monotonic() + timeout
+        done = False
+        while not done:
+            messages = consumer.consume(num_messages=settings.max_records_per_batch, timeout=0.2)
+            for message in messages:
+                error = message.error()
+                if error is not None:
+                    code = error.code()
+                    if code == KafkaError._PARTITION_EOF:
+                        if message.offset() >= end:
+                            done = True
+                            break
+                        continue
+                    if code in (KafkaError._AUTO_OFFSET_RESET, KafkaError.OFFSET_OUT_OF_RANGE):
+                        low = _log_start(consumer, topic, partition)
+                        report_data_loss(
+                            settings.fail_on_data_loss,
+                            f"Cannot fetch offset {expected} of {topic}-{partition}: the "
+                            f"partition now starts at offset {low}",
+                        )
+                        if low >= end:
+                            done = True
+                            break
+                        expected = max(expected, low)
+                        consumer.assign([TopicPartition(topic, partition, expected)])
+                        deadline = time.monotonic() + timeout
+                        break
+                    if code in (
+                        KafkaError.UNKNOWN_TOPIC_OR_PART,
+                        KafkaError._UNKNOWN_TOPIC,
+                        KafkaError._UNKNOWN_PARTITION,
+                    ):
+                        report_data_loss(
+                            settings.fail_on_data_loss,
+                            f"Cannot read {topic}-{partition} offsets [{expected}, {end}): "
+                            f"{error.str()}",
+                        )
+                        done = True
+                        break
+                    if error.fatal() or not error.retriable():
+                        raise KafkaException(error)
+                    log.debug("transient error reading %s-%s: %s", topic, partition, error)
+                    continue
+                offset = message.offset()
+                if offset >= end:
+                    done = True
+                    break
+                columns.add(message)
+                expected = offset + 1
+                deadline = time.monotonic() + timeout
+            if len(columns) >= settings.max_records_per_batch:
+                yield columns.to_batch(topic, partition, schema)
+            if done or expected >= end:
+                break
+            position = consumer.position([TopicPartition(topic, partition)])[0].offset
+            if position >= end:
+                break
+            if position > expected:
+                # Gaps (control records, aborted or compacted data) the client skipped.
+                expected = position
+                deadline = time.monotonic() + timeout
+            if time.monotonic() > deadline:
+                raise TimeoutError(
+                    f"Timed out after {settings.poll_timeout_ms} ms reading {topic}-{partition} "
+                    f"offsets [{expected}, {end}) (range [{offset_range.start}, {end})); set "
+                    "'kafkaConsumer.pollTimeoutMs' to wait longer"
+                )
+        if len(columns):
+            yield columns.to_batch(topic, partition, schema)
+    finally:
+        consumer.close()
+
+
+def _log_start(consumer: Consumer, topic: str, partition: int) -> int:
+    try:
+        low, _high = consumer.get_watermark_offsets(
+            TopicPartition(topic, partition), timeout=10, cached=False
+        )
+        return int(low)
+    except KafkaException as error:
+        raise OnceflowDataLossError(
+            f"Cannot read {topic}-{partition} and cannot find where it starts: {error}"
+        ) from error

@@ -1,0 +1,266 @@
+"""The ``onceflow`` Spark data source: Kafka topics as a streaming or batch DataFrame.
+
+``spark.dataSource.register(OnceflowDataSource)`` (or ``onceflow.spark.register(spark)``),
+then ``spark.readStream.format("onceflow")`` or ``spark.read.format("onceflow")`` with the
+options of Spark's Kafka connector. Planning (offsets, partitions) runs on the driver in
+a long-lived Python process; ``read()`` runs on executors in a fresh unpickled copy of the
+reader, so everything a task needs travels in its ``OffsetRangePartition`` and the reader's
+plain-data settings.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+from pyspark.sql.datasource import (
+    DataSource,
+    DataSourceReader,
+    DataSourceStreamReader,
+    InputPartition,
+)
+from pyspark.sql.streaming.datasource import (
+    ReadAllAvailable,
+    ReadLimit,
+    ReadMaxRows,
+    SupportsTriggerAvailableNow,
+)
+from pyspark.sql.types import StructType
+
+from onceflow.spark.offset_reader import OffsetReader
+from onceflow.spark.offsets import (
+    OffsetMap,
+    OffsetRange,
+    from_spark,
+    limit_offsets,
+    split_ranges,
+    to_spark,
+)
+from onceflow.spark.options import SourceOptions, parse_bool, parse_options
+from onceflow.spark.reader import ReadSettings, read_range, report_data_loss
+from onceflow.spark.schema import check_schema, spark_schema
+
+log = logging.getLogger(__name__)
+
+
+class OffsetRangePartition(InputPartition):
+    """One Spark task: offsets ``[start, end)`` of one topic partition."""
+
+    def __init__(self, offset_range: OffsetRange) -> None:
+        super().__init__(offset_range)
+        self.range = offset_range
+
+    def __repr__(self) -> str:
+        r = self.range
+        return f"OffsetRangePartition({r.topic}-{r.partition} [{r.start}, {r.end}))"
+
+
+def _settings(options: SourceOptions) -> ReadSettings:
+    return ReadSettings(
+        kafka_config=dict(options.kafka_config),
+        fail_on_data_loss=options.fail_on_data_loss,
+        include_headers=options.include_headers,
+        poll_timeout_ms=options.poll_timeout_ms,
+        max_records_per_batch=options.max_records_per_batch,
+    )
+
+
+def _read(partition: InputPartition, settings: ReadSettings) -> Iterator[Any]:
+    if not isinstance(partition, OffsetRangePartition):
+        return iter(())  # Spark's placeholder partition when a batch read has no ranges
+    return read_range(partition.range, settings)
+
+
+def _ranges(
+    start: OffsetMap, end: OffsetMap, fail_on_data_loss: bool, min_partitions: int | None
+) -> list[OffsetRangePartition]:
+    ranges = []
+    for (topic, partition), stop in sorted(end.items()):
+        begin = start.get((topic, partition))
+        if begin is None:
+            continue
+        if stop < begin:
+            report_data_loss(
+                fail_on_data_loss,
+                f"Partition {topic}-{partition}'s offset was changed from {begin} to {stop}",
+            )
+            continue
+        ranges.append(OffsetRange(topic, partition, begin, stop))
+    return [OffsetRangePartition(r) for r in split_ranges(ranges, min_partitions)]
+
+
+class OnceflowStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+    """Micro-batch reader with admission control and ``Trigger.AvailableNow``."""
+
+    def __init__(self, options: SourceOptions) -> None:
+        self.options = options
+        self.settings = _settings(options)
+        self.offsets = OffsetReader(options)
+        self._target: OffsetMap | None = None  # Trigger.AvailableNow's end
+        self._latest: OffsetMap | None = None  # for reportLatestOffset()
+        self._committer: Any = None  # consumer for commitOffsetsToGroup
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        state["_committer"] = None
+        return state
+
+    # -- driver ----------------------------------------------------------------------
+
+    def initialOffset(self) -> dict:
+        partitions = self.offsets.partitions()
+        start = self.offsets.resolve(self.options.starting_offsets, partitions, "startingOffsets")
+        log.info("onceflow source starts at %s", start)
+        return to_spark(start)
+
+    def getDefaultReadLimit(self) -> ReadLimit:
+        if self.options.max_offsets_per_trigger is not None:
+            return ReadMaxRows(self.options.max_offsets_per_trigger)
+        return ReadAllAvailable()
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        self._target = self.offsets.latest(self.offsets.partitions())
+        log.info("onceflow source: Trigger.AvailableNow reads up to %s", self._target)
+
+    def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
+        begin = from_spark(start)
+        partitions = self.offsets.partitions()
+        if self._target is not None:
+            partitions = [tp for tp in partitions if tp in self._target or tp in begin]
+        latest = self.offsets.latest(partitions)
+        self._latest = latest
+
+        end: OffsetMap = {}
+        for tp, offset in begin.items():
+            if tp in latest:
+                continue
+            report_data_loss(
+                self.options.fail_on_data_loss,
+                f"Partition {tp[0]}-{tp[1]} is gone (topic deleted?); last read offset {offset}",
+            )
+            # failOnDataLoss=false: forget the partition
+        new = [tp for tp in latest if tp not in begin]
+        first = dict(begin)
+        first.update(self.offsets.earliest(new))
+        for tp, offset in latest.items():
+            if tp not in first:
+                continue  # vanished between the two requests
+            if self._target is not None and tp in self._target:
+                offset = min(offset, self._target[tp])
+            end[tp] = offset
+
+        if isinstance(limit, ReadMaxRows):
+            growing = {tp: o for tp, o in end.items() if o >= first[tp]}
+            end.update(limit_offsets(first, growing, limit.max_rows))
+
+        if end == begin:
+            return start
+        return to_spark(end)
+
+    def reportLatestOffset(self) -> dict | None:
+        return to_spark(self._latest) if self._latest is not None else None
+
+    def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
+        begin = from_spark(start)
+        stop = from_spark(end)
+        new = [tp for tp in stop if tp not in begin]
+        if new:
+            earliest = self.offsets.earliest(new)
+            for tp in new:
+                if tp not in earliest:
+                    report_data_loss(
+                        self.options.fail_on_data_loss,
+                        f"Added partition {tp[0]}-{tp[1]} was deleted before it was read",
+                    )
+                    continue
+                if earliest[tp] != 0:
+                    report_data_loss(
+                        self.options.fail_on_data_loss,
+                        f"Added partition {tp[0]}-{tp[1]} starts from {earliest[tp]} instead of 0",
+                    )
+                begin[tp] = earliest[tp]
+        return _ranges(begin, stop, self.options.fail_on_data_loss, self.options.min_partitions)
+
+    def commit(self, end: dict) -> None:
+        if not self.options.commit_offsets_to_group:
+            return
+        offsets = from_spark(end)
+        try:
+            from confluent_kafka import Consumer, TopicPartition
+
+            if self._committer is None:
+                config = dict(self.options.kafka_config)
+                config.update({"enable.auto.commit": False, "group.id": self.options.group_id})
+                self._committer = Consumer(config)
+            self._committer.commit(
+                offsets=[TopicPartition(t, p, o) for (t, p), o in sorted(offsets.items())],
+                asynchronous=False,
+            )
+        except Exception as error:  # lag reporting must never stop the query
+            log.warning(
+                "onceflow source: could not commit offsets to group %r: %s",
+                self.options.group_id,
+                error,
+            )
+
+    def stop(self) -> None:
+        if self._committer is not None:
+            try:
+                self._committer.close()
+            finally:
+                self._committer = None
+        self.offsets.close()
+
+    # -- executors -------------------------------------------------------------------
+
+    def read(self, partition: InputPartition) -> Iterator[Any]:
+        return _read(partition, self.settings)
+
+
+class OnceflowBatchReader(DataSourceReader):
+    """``spark.read``: the ranges between ``startingOffsets`` and ``endingOffsets``."""
+
+    def __init__(self, options: SourceOptions) -> None:
+        self.options = options
+        self.settings = _settings(options)
+
+    def partitions(self) -> list[InputPartition]:
+        offsets = OffsetReader(self.options)
+        try:
+            partitions = offsets.partitions()
+            start = offsets.resolve(self.options.starting_offsets, partitions, "startingOffsets")
+            end = offsets.resolve(self.options.ending_offsets, partitions, "endingOffsets")
+        finally:
+            offsets.close()
+        return list(
+            _ranges(start, end, self.options.fail_on_data_loss, self.options.min_partitions)
+        )
+
+    def read(self, partition: InputPartition) -> Iterator[Any]:
+        return _read(partition, self.settings)
+
+
+class OnceflowDataSource(DataSource):
+    """``format("onceflow")``: Kafka topics with the schema of Spark's Kafka connector."""
+
+    @classmethod
+    def name(cls) -> str:
+        return "onceflow"
+
+    def _include_headers(self) -> bool:
+        value = {str(k).lower(): v for k, v in dict(self.options).items()}.get("includeheaders")
+        return parse_bool("includeHeaders", value, False)
+
+    def schema(self) -> StructType:
+        return spark_schema(self._include_headers())
+
+    def streamReader(self, schema: StructType) -> DataSourceStreamReader:
+        options = parse_options(self.options, batch=False)
+        check_schema(schema, options.include_headers)
+        return OnceflowStreamReader(options)
+
+    def reader(self, schema: StructType) -> DataSourceReader:
+        options = parse_options(self.options, batch=True)
+        check_schema(schema, options.include_headers)
+        return OnceflowBatchReader(options)
