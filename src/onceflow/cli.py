@@ -111,5 +111,14 @@ def _register_transactions() -> None:
 _register_transactions()
 
 
+def _register_verify() -> None:
+    from onceflow.verify.command import verify_command
+
+    main.add_command(verify_command)
+
+
+_register_verify()
+
+
 if __name__ == "__main__":
     main()

@@ -1,0 +1,366 @@
+"""Readers that turn topics and database tables into audit inputs and sinks.
+
+Topics are read with a confluent-kafka consumer in assign mode (no group, nothing
+committed) from the log start to the last stable offset of each partition, so open
+transactions are excluded and the read ends. Whether a record belongs to an aborted
+transaction is decided from the log itself, independently of the broker's
+read_committed filtering: a raw read_uncommitted fetch walks the record batch headers and
+the commit/abort control markers of each producer (``transaction_outcomes``).
+"""
+
+from __future__ import annotations
+
+import datetime
+import sqlite3
+import time
+from collections import defaultdict
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from onceflow.verify.audit import InputEvent, OutputRecord, Sink, Unreadable
+from onceflow.verify.extract import ExtractError, Extractor, FieldSpec
+
+READ_COMMITTED = "read_committed"
+READ_UNCOMMITTED = "read_uncommitted"
+
+
+class SourceError(RuntimeError):
+    """A topic or table cannot be read completely."""
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionRange:
+    start: int  # log start offset
+    stable: int  # last stable offset (end of the read_committed view)
+    high: int  # high watermark
+
+
+@dataclass(frozen=True, slots=True)
+class RawRecord:
+    partition: int
+    offset: int
+    key: bytes | None
+    value: bytes | None
+
+
+@dataclass(slots=True)
+class TransactionOutcomes:
+    """Offsets of one partition that belong to aborted (or still open) transactions."""
+
+    aborted: list[tuple[int, int]] = field(default_factory=list)  # inclusive ranges
+    open: list[tuple[int, int]] = field(default_factory=list)
+
+    def is_aborted(self, offset: int) -> bool:
+        return any(first <= offset <= last for first, last in self.aborted)
+
+
+def topic_ranges(bootstrap: str, topic: str, timeout: float = 15.0) -> dict[int, PartitionRange]:
+    """Log start, last stable offset and high watermark of every partition of ``topic``."""
+    from confluent_kafka import IsolationLevel, TopicPartition
+    from confluent_kafka.admin import AdminClient, OffsetSpec
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    metadata = admin.list_topics(timeout=timeout)  # all topics: never auto-create
+    described = metadata.topics.get(topic)
+    if described is None or described.error is not None:
+        reason = described.error if described is not None else "not found"
+        raise SourceError(f"topic {topic!r}: {reason}")
+    partitions = sorted(described.partitions)
+
+    def query(spec: Any, isolation: Any) -> dict[int, int]:
+        futures = admin.list_offsets(
+            {TopicPartition(topic, p): spec for p in partitions},
+            isolation_level=isolation,
+            request_timeout=timeout,
+        )
+        return {tp.partition: future.result().offset for tp, future in futures.items()}
+
+    start = query(OffsetSpec.earliest(), IsolationLevel.READ_UNCOMMITTED)
+    stable = query(OffsetSpec.latest(), IsolationLevel.READ_COMMITTED)
+    high = query(OffsetSpec.latest(), IsolationLevel.READ_UNCOMMITTED)
+    return {p: PartitionRange(start[p], stable[p], high[p]) for p in partitions}
+
+
+def read_topic(
+    bootstrap: str,
+    topic: str,
+    ranges: dict[int, PartitionRange],
+    isolation: str = READ_COMMITTED,
+    timeout: float = 60.0,
+) -> list[RawRecord]:
+    """Every record of ``topic`` from log start up to each partition's stable offset."""
+    from confluent_kafka import Consumer, KafkaError, TopicPartition
+
+    ends = {p: r.stable for p, r in ranges.items()}
+    pending = {p for p, r in ranges.items() if r.start < r.stable}
+    if not pending:
+        return []
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "onceflow-verify",
+            "enable.auto.commit": False,
+            "enable.partition.eof": True,
+            "isolation.level": isolation,
+            "auto.offset.reset": "earliest",
+        }
+    )
+    records: list[RawRecord] = []
+    try:
+        consumer.assign([TopicPartition(topic, p, ranges[p].start) for p in sorted(pending)])
+        deadline = time.monotonic() + timeout
+        while pending:
+            if time.monotonic() > deadline:
+                raise SourceError(
+                    f"topic {topic!r}: partitions {sorted(pending)} not read to their end "
+                    f"within {timeout:.0f} s"
+                )
+            for message in consumer.consume(1000, 0.5):
+                partition = message.partition()
+                error = message.error()
+                if error is not None:
+                    if error.code() == KafkaError._PARTITION_EOF:
+                        if message.offset() >= ends[partition]:
+                            pending.discard(partition)
+                        continue
+                    if error.fatal():
+                        raise SourceError(f"topic {topic!r}: {error}")
+                    continue
+                offset = message.offset()
+                if offset >= ends[partition]:
+                    pending.discard(partition)
+                    continue
+                records.append(RawRecord(partition, offset, message.key(), message.value()))
+                if offset + 1 >= ends[partition]:
+                    pending.discard(partition)
+            for position in consumer.position([TopicPartition(topic, p) for p in sorted(pending)]):
+                if position.offset >= 0 and position.offset >= ends[position.partition]:
+                    pending.discard(position.partition)
+    finally:
+        consumer.close()
+    return records
+
+
+def transaction_outcomes(
+    bootstrap: str,
+    topic: str,
+    ranges: dict[int, PartitionRange],
+    timeout: float = 30.0,
+) -> dict[int, TransactionOutcomes]:
+    """Walk each partition's batches (read_uncommitted) and pair data with markers."""
+    from kio.schema.fetch.v4.request import FetchPartition, FetchRequest, FetchTopic
+    from kio.static.primitive import i8, i32, i64
+
+    from onceflow.log.batch import CONTROL_ABORT, control_type_of, iter_headers
+    from onceflow.protocol.client import WireClient
+
+    outcomes: dict[int, TransactionOutcomes] = {}
+    with WireClient(bootstrap, timeout=timeout) as wire:
+        for partition, extent in sorted(ranges.items()):
+            result = outcomes[partition] = TransactionOutcomes()
+            open_batches: dict[int, list[tuple[int, int]]] = defaultdict(list)
+            offset = extent.start
+            while offset < extent.high:
+                response = wire.request(
+                    FetchRequest,
+                    max_wait=datetime.timedelta(milliseconds=100),
+                    min_bytes=i32(1),
+                    max_bytes=i32(16 << 20),
+                    isolation_level=i8(0),
+                    topics=(
+                        FetchTopic(
+                            topic=topic,
+                            partitions=(
+                                FetchPartition(
+                                    partition=i32(partition),
+                                    fetch_offset=i64(offset),
+                                    partition_max_bytes=i32(8 << 20),
+                                ),
+                            ),
+                        ),
+                    ),
+                )
+                (data,) = response.responses[0].partitions
+                if data.error_code != 0:
+                    raise SourceError(
+                        f"raw fetch {topic}-{partition}@{offset}: error {data.error_code}"
+                    )
+                records = bytes(data.records or b"")
+                progressed = False
+                for header in iter_headers(records):
+                    if header.next_offset <= offset:
+                        continue
+                    progressed = True
+                    offset = header.next_offset
+                    if not header.is_transactional or not header.has_producer_id:
+                        continue
+                    if header.is_control:
+                        batches = open_batches.pop(header.producer_id, [])
+                        if control_type_of(records, header) == CONTROL_ABORT:
+                            result.aborted.extend(batches)
+                    else:
+                        open_batches[header.producer_id].append(
+                            (header.base_offset, header.last_offset)
+                        )
+                if not progressed:
+                    break
+            result.open = sorted(r for batches in open_batches.values() for r in batches)
+    return outcomes
+
+
+@dataclass(slots=True)
+class InputRead:
+    events: list[InputEvent]
+    aborted_ids: set[str]
+    unreadable: list[Unreadable]
+    aborted_visible: list[InputEvent]  # read_committed returned aborted data (broker bug)
+    ranges: dict[int, PartitionRange]
+
+
+def read_input(
+    bootstrap: str, topic: str, extractor: Extractor, timeout: float = 60.0
+) -> InputRead:
+    ranges = topic_ranges(bootstrap, topic)
+    outcomes = transaction_outcomes(bootstrap, topic, ranges)
+    events, unreadable, visible_aborted = [], [], []
+    for record in read_topic(bootstrap, topic, ranges, READ_COMMITTED, timeout):
+        try:
+            event_id, key = extractor.message(record.key, record.value)
+        except ExtractError as error:
+            unreadable.append(Unreadable("input", str(error), record.partition, record.offset))
+            continue
+        event = InputEvent(event_id, key, record.partition, record.offset)
+        if outcomes[record.partition].is_aborted(record.offset):
+            visible_aborted.append(event)
+        else:
+            events.append(event)
+    aborted_ids = {event.id for event in visible_aborted}
+    if any(o.aborted for o in outcomes.values()):
+        for record in read_topic(bootstrap, topic, ranges, READ_UNCOMMITTED, timeout):
+            if outcomes[record.partition].is_aborted(record.offset):
+                try:
+                    aborted_ids.add(extractor.message(record.key, record.value)[0])
+                except ExtractError:
+                    continue
+    return InputRead(events, aborted_ids, unreadable, visible_aborted, ranges)
+
+
+def read_output_topic(
+    bootstrap: str,
+    topic: str,
+    extractor: Extractor,
+    *,
+    abort_marker: str | None = None,
+    check_order: bool = True,
+    timeout: float = 60.0,
+) -> Sink:
+    """The read_committed view of an output topic; aborted records are flagged."""
+    ranges = topic_ranges(bootstrap, topic)
+    outcomes = transaction_outcomes(bootstrap, topic, ranges)
+    marker = FieldSpec.parse(abort_marker) if abort_marker else None
+    sink = Sink(f"topic:{topic}", check_order=check_order)
+    for record in read_topic(bootstrap, topic, ranges, READ_COMMITTED, timeout):
+        try:
+            event_id, key = extractor.message(record.key, record.value)
+        except ExtractError as error:
+            sink.unreadable.append(
+                Unreadable(sink.name, str(error), record.partition, record.offset)
+            )
+            continue
+        aborted = outcomes[record.partition].is_aborted(record.offset) or (
+            marker is not None and extractor.flag(marker, record.key, record.value)
+        )
+        sink.records.append(OutputRecord(event_id, key, record.offset, record.partition, aborted))
+    return sink
+
+
+def _quote_identifier(name: str) -> str:
+    return ".".join('"' + part.replace('"', '""') + '"' for part in name.split("."))
+
+
+def _connect(url: str) -> tuple[Any, str]:
+    """(DB-API connection whose cursors yield dict rows, dialect) for a database URL."""
+    if url.startswith("sqlite:///"):
+        path = url[len("sqlite:///") :]
+        if not path or path == ":memory:":
+            raise SourceError("an in-memory SQLite database cannot be audited")
+        connection = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+        connection.row_factory = sqlite3.Row
+        return connection, "sqlite"
+    scheme, _, rest = url.partition("://")
+    if scheme.split("+")[0] in ("postgresql", "postgres"):
+        import psycopg
+        from psycopg.rows import dict_row
+
+        return psycopg.connect(f"postgresql://{rest}", row_factory=dict_row), "postgresql"
+    raise SourceError(f"unsupported database URL {url!r} (sqlite:///PATH or postgresql://...)")
+
+
+def _rows(url: str, table: str | None, query: str | None, order_by: str | None) -> Iterator[dict]:
+    connection, dialect = _connect(url)
+    try:
+        statements = []
+        if query:
+            statements.append(query)
+        else:
+            assert table is not None
+            base = f"SELECT * FROM {_quote_identifier(table)}"
+            if order_by:
+                statements.append(f"{base} ORDER BY {_quote_identifier(order_by)}")
+            elif dialect == "sqlite":  # insertion order for rowid tables
+                statements += [f"{base} ORDER BY rowid", base]
+            else:
+                statements.append(base)
+        for position, statement in enumerate(statements):
+            try:
+                cursor = connection.execute(statement)
+            except sqlite3.OperationalError:
+                if position + 1 < len(statements):
+                    continue
+                raise
+            for row in cursor:
+                yield dict(row)
+            return
+    except (sqlite3.Error, _psycopg_error()) as error:
+        raise SourceError(f"{url}: {error}") from None
+    finally:
+        connection.close()
+
+
+def _psycopg_error() -> type[BaseException]:
+    try:
+        import psycopg
+    except ImportError:  # pragma: no cover - psycopg is optional
+        return sqlite3.Error
+    return psycopg.Error
+
+
+def read_table(
+    url: str,
+    extractor: Extractor,
+    *,
+    table: str | None = None,
+    query: str | None = None,
+    order_by: str | None = None,
+    check_order: bool | None = None,
+) -> Sink:
+    """Rows of a table (or a query's result) as a sink, positions in row order.
+
+    Order is only checked when it is defined: a query (which should ORDER BY), an
+    explicit ``order_by`` column, or a SQLite table (rowid order). Pass ``check_order`` to
+    override.
+    """
+    if (table is None) == (query is None):
+        raise SourceError("give exactly one of a table or a query")
+    if check_order is None:
+        check_order = bool(query or order_by or url.startswith("sqlite:"))
+    sink = Sink(f"table:{table}" if table else "query", check_order=check_order)
+    for position, row in enumerate(_rows(url, table, query, order_by)):
+        try:
+            event_id, key = extractor.row(row)
+        except ExtractError as error:
+            sink.unreadable.append(Unreadable(sink.name, str(error), None, position))
+            continue
+        sink.records.append(OutputRecord(event_id, key, position, None, False))
+    return sink
