@@ -138,7 +138,10 @@ def read_range(offset_range: OffsetRange, settings: ReadSettings) -> Iterator[pa
         deadline = time.monotonic() + timeout
         done = False
         while not done:
-            messages = consumer.consume(num_messages=settings.max_records_per_batch, timeout=0.2)
+            # consume() waits for num_messages or the timeout: ask for no more than the
+            # range still holds, so a task without gaps returns as soon as it has its data.
+            wanted = max(1, min(settings.max_records_per_batch - len(columns), end - expected))
+            messages = consumer.consume(num_messages=wanted, timeout=0.05)
             for message in messages:
                 error = message.error()
                 if error is not None:
