@@ -183,6 +183,11 @@ class OnceflowStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return _ranges(begin, stop, self.options.fail_on_data_loss, self.options.min_partitions)
 
     def commit(self, end: dict) -> None:
+        """Spark finished the batch ending at ``end``: publish it to the consumer group.
+
+        Asynchronous, so a slow or unavailable group coordinator never delays the query;
+        the result is logged when the next commit (or ``stop``) polls the client.
+        """
         if not self.options.commit_offsets_to_group:
             return
         offsets = from_spark(end)
@@ -190,12 +195,19 @@ class OnceflowStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             from confluent_kafka import Consumer, TopicPartition
 
             if self._committer is None:
-                config = dict(self.options.kafka_config)
-                config.update({"enable.auto.commit": False, "group.id": self.options.group_id})
+                config: dict[str, Any] = dict(self.options.kafka_config)
+                config.update(
+                    {
+                        "enable.auto.commit": False,
+                        "group.id": self.options.group_id,
+                        "on_commit": self._on_commit,
+                    }
+                )
                 self._committer = Consumer(config)
+            self._committer.poll(0)
             self._committer.commit(
                 offsets=[TopicPartition(t, p, o) for (t, p), o in sorted(offsets.items())],
-                asynchronous=False,
+                asynchronous=True,
             )
         except Exception as error:  # lag reporting must never stop the query
             log.warning(
@@ -204,10 +216,19 @@ class OnceflowStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 error,
             )
 
+    def _on_commit(self, error: Any, partitions: Any) -> None:
+        if error is not None:
+            log.warning(
+                "onceflow source: commit to group %r failed: %s", self.options.group_id, error
+            )
+
     def stop(self) -> None:
         if self._committer is not None:
             try:
+                self._committer.poll(0)
                 self._committer.close()
+            except Exception as error:
+                log.warning("onceflow source: closing the group committer: %s", error)
             finally:
                 self._committer = None
         self.offsets.close()
