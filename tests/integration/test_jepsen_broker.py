@@ -40,3 +40,28 @@ def test_transactions_survive_concurrent_clients_and_broker_kills(kafka_broker_f
     tampered.final = [record for record in tampered.final if record.value != lost_value]
     found = check(tampered).violations
     assert found["aborted_read"] and found["lost_write"]
+
+
+@pytest.mark.slow
+@pytest.mark.xfail(
+    strict=True,
+    raises=AssertionError,
+    reason="broker bug: PartitionLog.roll() creates the new LogSegment without opening its "
+    "index files, so once index.interval.bytes have been appended to a rolled segment every "
+    "append fails with EBADF after the batch was written (docs/verify.md, 'Findings')",
+)
+def test_transactions_survive_kills_with_small_segments(kafka_broker_factory, tmp_path):
+    broker = kafka_broker_factory(
+        config={
+            "transaction.abort.timed.out.transaction.cleanup.interval.ms": "1000",
+            "log.segment.bytes": "65536",
+        }
+    )
+    config = WorkloadConfig(duration=20.0, kills=2, seed=11, settle_timeout=15.0)
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    for future in admin.create_topics([NewTopic(config.topic, config.partitions, 1)]).values():
+        future.result(10)
+    history = run_workload(broker, config)
+    history.save(tmp_path / "history.jsonl")
+    result = check(history)
+    assert result.ok, f"{result.summary()}\nhistory: {tmp_path / 'history.jsonl'}"
