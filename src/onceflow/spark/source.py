@@ -146,8 +146,8 @@ class OnceflowStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         for tp, offset in latest.items():
             if tp not in first:
                 continue  # vanished between the two requests
-            if self._target is not None and tp in self._target:
-                offset = min(offset, self._target[tp])
+            if self._target is not None:  # AvailableNow: never past the recorded target
+                offset = min(offset, self._target.get(tp, first[tp]))
             end[tp] = offset
 
         if isinstance(limit, ReadMaxRows):
