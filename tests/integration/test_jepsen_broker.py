@@ -43,13 +43,6 @@ def test_transactions_survive_concurrent_clients_and_broker_kills(kafka_broker_f
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="broker bug: PartitionLog.roll() creates the new LogSegment without opening its "
-    "index files, so once index.interval.bytes have been appended to a rolled segment every "
-    "append fails with EBADF after the batch was written (docs/verify.md, 'Findings')",
-)
 def test_transactions_survive_kills_with_small_segments(kafka_broker_factory, tmp_path):
     broker = kafka_broker_factory(
         config={

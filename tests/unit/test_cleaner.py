@@ -51,3 +51,12 @@ def test_superseded_batches_are_dropped_and_offsets_kept(tmp_path):
     assert visible(reopened) == after
     assert reopened.log_end_offset == 13
     assert reopened.append_records([KeyValue(b"a", b"new")]) == 13
+
+
+def test_appends_after_a_roll_go_to_the_new_segment(tmp_path):
+    partition = open_log(tmp_path)
+    offsets = [partition.append_records([KeyValue(b"k", bytes(100))]) for _ in range(20)]
+    assert offsets == list(range(20))
+    assert len(partition.segments) > 3
+    assert partition.log_end_offset == 20
+    assert [h.base_offset for h, _ in partition.iter_batches()] == list(range(20))

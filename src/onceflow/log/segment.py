@@ -43,9 +43,10 @@ class LogSegment:
         self._index_positions: list[int] = []
         self._time_stamps: list[int] = []
         self._time_offsets: list[int] = []
-        self._bytes_since_entry = 0
+        self._bytes_since_entry = index_interval_bytes  # the first batch is always indexed
         self._index_fd = -1
         self._time_index_fd = -1
+        self._open_index_files()
 
     # -- loading -------------------------------------------------------------------------
 
