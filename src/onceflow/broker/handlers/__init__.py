@@ -7,6 +7,7 @@ from onceflow.broker.handlers import (  # noqa: F401
     cluster,
     delete_records,
     fetch,
+    find_coordinator,
     list_offsets,
     metadata,
     produce,
