@@ -80,6 +80,7 @@ def test_confluent_kafka_transactions_end_to_end(spark, txn_broker, topic):
         if commit:
             producer.commit_transaction(10)
         else:
+            producer.flush(10)  # abort_transaction() purges records not yet sent
             producer.abort_transaction(10)
     assert values(spark, bootstrap, topic, "read_committed") == [b"commit", b"commit"]
     assert values(spark, bootstrap, topic, "read_uncommitted") == [
