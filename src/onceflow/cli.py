@@ -120,5 +120,14 @@ def _register_verify() -> None:
 _register_verify()
 
 
+def _register_relay() -> None:
+    from onceflow.patterns.relay_cli import relay_command
+
+    main.add_command(relay_command)
+
+
+_register_relay()
+
+
 if __name__ == "__main__":
     main()

@@ -1,0 +1,51 @@
+"""Exactly-once patterns for Python consumers (see docs/patterns.md).
+
+* ``offsets`` — offsets stored in the database transaction (Karafka's pattern);
+* ``inbox`` — idempotent consumer;
+* ``outbox`` + ``relay`` — transactional outbox and its publisher (``onceflow relay``);
+* ``transactional`` — consume-transform-produce in Kafka transactions;
+* ``guarantees`` — ``processing_guarantee`` = at_most_once | at_least_once | exactly_once;
+* ``runner`` — one consumer loop tying them together;
+* ``db`` — SQLite / PostgreSQL; ``faults`` — crash points for the chaos harness.
+"""
+
+from onceflow.patterns.db import (
+    ConfigurationError,
+    Database,
+    DatabaseError,
+    LockTimeout,
+    Transaction,
+    connect,
+)
+from onceflow.patterns.faults import CrashPoints
+from onceflow.patterns.guarantees import Pattern, ProcessingGuarantee, UnsafeCombinationWarning
+from onceflow.patterns.inbox import Inbox
+from onceflow.patterns.offsets import OffsetStore
+from onceflow.patterns.outbox import Outbox
+from onceflow.patterns.records import DecodeError, Record
+from onceflow.patterns.relay import Relay, RelayConfig
+from onceflow.patterns.runner import Context, Runner, RunnerConfig, RunStats
+
+__all__ = [
+    "ConfigurationError",
+    "Context",
+    "CrashPoints",
+    "Database",
+    "DatabaseError",
+    "DecodeError",
+    "Inbox",
+    "LockTimeout",
+    "OffsetStore",
+    "Outbox",
+    "Pattern",
+    "ProcessingGuarantee",
+    "Record",
+    "Relay",
+    "RelayConfig",
+    "RunStats",
+    "Runner",
+    "RunnerConfig",
+    "Transaction",
+    "UnsafeCombinationWarning",
+    "connect",
+]

@@ -1,0 +1,85 @@
+"""What a handler sees: a consumed record with its value decoded, and the decoders."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from confluent_kafka import Message
+
+Decoder = Callable[[bytes | None], Any]
+DLQ_ERROR_HEADER = "onceflow-error"
+DLQ_SOURCE_HEADER = "onceflow-source"
+EVENT_ID_HEADERS = ("event-id", "onceflow-outbox-id")
+
+
+class DecodeError(ValueError):
+    """The record's value cannot be decoded (a poison record): it goes to the DLQ."""
+
+
+def json_decoder(raw: bytes | None) -> Any:
+    if raw is None:
+        return None
+    try:
+        return json.loads(raw)
+    except (ValueError, UnicodeDecodeError) as error:
+        raise DecodeError(f"value is not JSON: {error}") from None
+
+
+def raw_decoder(raw: bytes | None) -> Any:
+    return raw
+
+
+@dataclass(frozen=True, slots=True)
+class Record:
+    topic: str
+    partition: int
+    offset: int
+    key: bytes | None
+    raw_value: bytes | None
+    value: Any
+    headers: list[tuple[str, bytes | None]] = field(default_factory=list)
+    timestamp_ms: int | None = None
+
+    @classmethod
+    def from_message(cls, message: Message, value: Any) -> Record:
+        timestamp_type, timestamp = message.timestamp()
+        return cls(
+            message.topic(),
+            message.partition(),
+            message.offset(),
+            message.key(),
+            message.value(),
+            value,
+            list(message.headers() or []),
+            timestamp if timestamp_type else None,
+        )
+
+    def header(self, name: str) -> bytes | None:
+        for key, value in self.headers:
+            if key == name:
+                return value
+        return None
+
+    @property
+    def source(self) -> str:
+        return f"{self.topic}/{self.partition}/{self.offset}"
+
+
+def default_event_id(message: Message) -> str:
+    """The ``event-id`` (or outbox id) header when present, else topic/partition/offset."""
+    for name, value in message.headers() or []:
+        if name in EVENT_ID_HEADERS and value is not None:
+            return f"{name}:{value.decode(errors='backslashreplace')}"
+    return f"{message.topic()}/{message.partition()}/{message.offset()}"
+
+
+def dead_letter_headers(message: Message, error: BaseException) -> list[tuple[str, bytes]]:
+    headers = [(k, v) for k, v in (message.headers() or []) if v is not None]
+    headers.append((DLQ_ERROR_HEADER, f"{type(error).__name__}: {error}".encode()[:4000]))
+    headers.append(
+        (DLQ_SOURCE_HEADER, f"{message.topic()}/{message.partition()}/{message.offset()}".encode())
+    )
+    return headers

@@ -1,0 +1,639 @@
+"""A consumer runner: one loop for every delivery guarantee and exactly-once pattern.
+
+``Runner(config, handler).run()`` consumes batches with confluent-kafka and, per the
+configured ``processing_guarantee`` / ``pattern``, wraps each batch in the right
+transactions and commits offsets at the right moment (see guarantees.py and the pattern
+modules for the steps). The handler is called once per record::
+
+    def handle(record: Record, ctx: Context) -> None:
+        ctx.tx.execute("INSERT INTO orders (id, total) VALUES (?, ?)", (...))
+        ctx.produce("order-events", key=record.key, value=b"...")
+
+``ctx.tx`` is the database transaction (None without a database); ``ctx.produce`` goes into
+the Kafka transaction (kafka_transactions), into the outbox (``outbox=True``) or to an
+idempotent producer flushed before the offsets are committed (otherwise).
+
+Consumer controls: ``subscribe`` (consumer groups) or manual ``assign``; ``seek`` to the
+database offsets (db_offsets) and back to a batch's start after an error; ``pause`` a
+partition whose database lock timed out and ``resume`` it after a backoff; commits sync or
+async. SIGTERM (or ``stop()``) ends the loop after the current batch. A record whose value
+cannot be decoded, or whose handler keeps failing, goes to the dead-letter topic with the
+error in its headers, inside the batch's transaction where one is used.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import threading
+import time
+from collections import defaultdict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from confluent_kafka import (
+    OFFSET_BEGINNING,
+    OFFSET_END,
+    Consumer,
+    KafkaException,
+    Message,
+    Producer,
+    TopicPartition,
+)
+
+from onceflow.patterns.db import ConfigurationError, Database, DatabaseError, Transaction, connect
+from onceflow.patterns.faults import CrashPoints
+from onceflow.patterns.guarantees import CommitTiming, Pattern, Plan, plan
+from onceflow.patterns.inbox import Inbox
+from onceflow.patterns.offsets import OffsetStore, PartitionRevoked
+from onceflow.patterns.outbox import Outbox
+from onceflow.patterns.records import (
+    DecodeError,
+    Decoder,
+    Record,
+    dead_letter_headers,
+    default_event_id,
+    json_decoder,
+)
+from onceflow.patterns.transactional import (
+    KafkaTransaction,
+    ProducerFenced,
+    TransactionFailed,
+    batch_start_offsets,
+    next_offsets,
+    rewind,
+)
+
+log = logging.getLogger(__name__)
+TP = tuple[str, int]
+Handler = Callable[[Record, "Context"], None]
+
+
+@dataclass(slots=True)
+class RunnerConfig:
+    bootstrap_servers: str
+    group_id: str
+    topics: Sequence[str]
+    processing_guarantee: str = "exactly_once"
+    pattern: str | None = None  # exactly_once: db_offsets | inbox | kafka_transactions
+    database_url: str | None = None
+    inbox: bool = False
+    outbox: bool = False  # ctx.produce writes outbox rows (publish with `onceflow relay`)
+    allow_unsafe_inbox_with_kafka_transactions: bool = False
+    assign: Sequence[TP] | bool = False  # True: every partition of the topics; or a list
+    transactional_id: str | None = None
+    dead_letter_topic: str | None = None
+    decode: Decoder = json_decoder
+    event_id: Callable[[Message], str] = default_event_id
+    batch_size: int = 500
+    poll_timeout_s: float = 0.5
+    idle_exit_s: float | None = None  # stop after this long without records (batch jobs)
+    max_attempts: int = 3  # handler failures of one record before it is dead-lettered
+    retry_backoff_s: float = 0.5
+    max_poll_interval_ms: int = 300_000
+    lock_timeout_ms: int = 10_000
+    statement_timeout_ms: int = 30_000
+    commit_async: bool = False
+    committed_timeout_s: float = 10.0
+    consumer_config: dict[str, Any] = field(default_factory=dict)
+    producer_config: dict[str, Any] = field(default_factory=dict)
+    inbox_table: str = "onceflow_inbox"
+    offsets_table: str = "onceflow_offsets"
+    outbox_table: str = "onceflow_outbox"
+
+    def validate(self) -> Plan:
+        if not self.topics:
+            raise ConfigurationError("no topics to consume")
+        if not self.group_id:
+            raise ConfigurationError("group_id is required (offsets belong to a group)")
+        chosen = plan(
+            self.processing_guarantee,
+            self.pattern,
+            inbox=self.inbox,
+            has_database=self.database_url is not None,
+            allow_unsafe_inbox_with_kafka_transactions=(
+                self.allow_unsafe_inbox_with_kafka_transactions
+            ),
+        )
+        if chosen.uses_kafka_transactions and not self.transactional_id:
+            raise ConfigurationError("kafka_transactions needs a transactional_id")
+        if self.outbox and self.database_url is None:
+            raise ConfigurationError("outbox=True needs a database_url")
+        if self.outbox and chosen.uses_kafka_transactions:
+            raise ConfigurationError(
+                "outbox and kafka_transactions are two ways to produce; choose one"
+            )
+        if self.batch_size < 1 or self.max_attempts < 1:
+            raise ConfigurationError("batch_size and max_attempts must be >= 1")
+        return chosen
+
+
+@dataclass(slots=True)
+class RunStats:
+    batches: int = 0
+    processed: int = 0
+    duplicates_skipped: int = 0
+    stale_skipped: int = 0
+    dead_lettered: int = 0
+    aborted: int = 0
+    commit_failures: int = 0
+
+
+class HandlerFailed(RuntimeError):
+    def __init__(self, message: Message, error: BaseException) -> None:
+        super().__init__(f"handler failed on {message.topic()}/{message.partition()}/"
+                         f"{message.offset()}: {error!r}")  # fmt: skip
+        self.message = message
+        self.error = error
+
+
+class Context:
+    """Per-batch handle given to the handler."""
+
+    def __init__(self, runner: Runner, tx: Transaction | None) -> None:
+        self._runner = runner
+        self.tx = tx
+
+    @property
+    def db(self) -> Database | None:
+        return self._runner.db
+
+    def produce(
+        self,
+        topic: str,
+        value: bytes | str | None,
+        key: bytes | str | None = None,
+        headers: Sequence[tuple[str, bytes | None]] | None = None,
+    ) -> None:
+        self._runner._produce(self.tx, topic, value, key, headers)
+
+
+class Runner:
+    def __init__(
+        self,
+        config: RunnerConfig,
+        handler: Handler,
+        crash_points: CrashPoints | None = None,
+    ) -> None:
+        self.config = config
+        self.plan = config.validate()
+        self.handler = handler
+        self.crash = crash_points if crash_points is not None else CrashPoints.from_env()
+        self.stats = RunStats()
+        self._stop = threading.Event()
+        self._owned: set[TP] = set()
+        self._paused: dict[TP, float] = {}
+        self._failures: dict[tuple[str, int, int], int] = defaultdict(int)
+        self._poison: dict[tuple[str, int, int], BaseException] = {}
+        self._commit_warned = False
+        self.db: Database | None = None
+        self.offsets: OffsetStore | None = None
+        self.inbox: Inbox | None = None
+        self.outbox: Outbox | None = None
+        self.txn: KafkaTransaction | None = None
+        self._producer: Producer | None = None
+        self._produce_errors: list[str] = []
+        self.consumer: Consumer | None = None
+
+    # -- setup ------------------------------------------------------------------------
+
+    def _open(self) -> None:
+        c = self.config
+        if c.database_url is not None:
+            self.db = connect(
+                c.database_url,
+                lock_timeout_ms=c.lock_timeout_ms,
+                statement_timeout_ms=c.statement_timeout_ms,
+                max_poll_interval_ms=c.max_poll_interval_ms,
+            )
+            if self.plan.pattern is Pattern.DB_OFFSETS:
+                self.offsets = OffsetStore(self.db, c.group_id, c.offsets_table)
+                self.offsets.create_schema()
+            if self.plan.inbox:
+                self.inbox = Inbox(self.db, c.group_id, c.inbox_table)
+                self.inbox.create_schema()
+            if c.outbox:
+                self.outbox = Outbox(self.db, c.outbox_table)
+                self.outbox.create_schema()
+        if self.plan.uses_kafka_transactions:
+            assert c.transactional_id is not None
+            self.txn = KafkaTransaction(c.bootstrap_servers, c.transactional_id, c.producer_config)
+        self.consumer = Consumer(
+            {
+                "bootstrap.servers": c.bootstrap_servers,
+                "group.id": c.group_id,
+                "enable.auto.commit": False,
+                "enable.auto.offset.store": False,
+                "auto.offset.reset": "earliest",
+                "isolation.level": "read_committed",
+                "max.poll.interval.ms": c.max_poll_interval_ms,
+                **c.consumer_config,
+            }
+        )
+        if c.assign:
+            self._assign_manually()
+        else:
+            self.consumer.subscribe(
+                list(c.topics),
+                on_assign=self._on_assign,
+                on_revoke=self._on_revoke,
+                on_lost=self._on_revoke,
+            )
+
+    def _direct_producer(self) -> Producer:
+        if self._producer is None:
+            self._producer = Producer(
+                {
+                    "bootstrap.servers": self.config.bootstrap_servers,
+                    "enable.idempotence": True,
+                    "acks": "all",
+                    "linger.ms": 5,
+                    **self.config.producer_config,
+                }
+            )
+        return self._producer
+
+    def _assign_manually(self) -> None:
+        assert self.consumer is not None
+        if isinstance(self.config.assign, bool):
+            partitions = []
+            for topic in self.config.topics:
+                metadata = self.consumer.list_topics(topic, timeout=30).topics[topic]
+                if metadata.error is not None:
+                    raise ConfigurationError(f"topic {topic!r}: {metadata.error}")
+                partitions += [(topic, p) for p in sorted(metadata.partitions)]
+        else:
+            partitions = list(self.config.assign)
+        assignment = self._starting_assignment(partitions)
+        self._owned = set(partitions)
+        self.consumer.assign(assignment)
+
+    def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        tps = [(tp.topic, tp.partition) for tp in partitions]
+        self._owned.update(tps)
+        if self.offsets is not None:
+            consumer.assign(self._starting_assignment(tps))
+
+    def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        for tp in partitions:
+            self._owned.discard((tp.topic, tp.partition))
+            self._paused.pop((tp.topic, tp.partition), None)
+
+    def _starting_assignment(self, partitions: list[TP]) -> list[TopicPartition]:
+        """db_offsets steps 1-2: start at max(database, Kafka) per partition."""
+        if self.offsets is None:
+            committed = self._kafka_committed(partitions)
+            return [
+                TopicPartition(t, p, self._or_reset(committed.get((t, p)))) for t, p in partitions
+            ]
+        starts = self.offsets.start_offsets(
+            partitions,
+            self._kafka_committed,
+            on_locked=lambda: self.crash.reached("after_lock_assignment"),
+        )
+        assignment = []
+        for start in starts:
+            offset = start.offset
+            if start.mismatch and offset is not None:
+                log.info(
+                    "%s[%d]: database offset %s, Kafka offset %s: seeking to %d",
+                    start.topic, start.partition, start.database, start.kafka, offset,
+                )  # fmt: skip
+            assignment.append(TopicPartition(start.topic, start.partition, self._or_reset(offset)))
+        self.crash.reached("after_seek")
+        return assignment
+
+    def _or_reset(self, offset: int | None) -> int:
+        """An explicit start offset: the known one, else auto.offset.reset's end.
+
+        Never OFFSET_STORED: the committed offset was already asked for (and librdkafka
+        2.x crashes on assign() with stored offsets when the broker has no group
+        coordinator).
+        """
+        if offset is not None:
+            return offset
+        reset = str(self.config.consumer_config.get("auto.offset.reset", "earliest")).lower()
+        return OFFSET_END if reset in ("latest", "largest", "end") else OFFSET_BEGINNING
+
+    def _kafka_committed(self, partitions: list[TP]) -> dict[TP, int | None]:
+        assert self.consumer is not None
+        try:
+            committed = self.consumer.committed(
+                [TopicPartition(t, p) for t, p in partitions],
+                timeout=self.config.committed_timeout_s,
+            )
+        except KafkaException as error:
+            log.warning("cannot read Kafka committed offsets (using the database's): %s", error)
+            return dict.fromkeys(partitions)
+        return {
+            (tp.topic, tp.partition): (tp.offset if tp.offset >= 0 else None) for tp in committed
+        }
+
+    # -- running ----------------------------------------------------------------------
+
+    def stop(self) -> None:
+        """Finish the current batch, commit, leave the group and return from run()."""
+        self._stop.set()
+
+    def run(self) -> RunStats:
+        previous = None
+        if threading.current_thread() is threading.main_thread():
+            previous = signal.signal(signal.SIGTERM, lambda *_: self.stop())
+        try:
+            self._open()
+            self._loop()
+        finally:
+            self._close()
+            if previous is not None:
+                signal.signal(signal.SIGTERM, previous)
+        return self.stats
+
+    def _loop(self) -> None:
+        assert self.consumer is not None
+        idle_since = time.monotonic()
+        while not self._stop.is_set():
+            self._resume_due()
+            messages = []
+            for message in self.consumer.consume(
+                self.config.batch_size, self.config.poll_timeout_s
+            ):
+                if message.error() is None:
+                    messages.append(message)
+                elif message.error().fatal():
+                    raise KafkaException(message.error())
+                else:
+                    log.warning("consumer: %s", message.error())
+            if not messages:
+                if (
+                    self.config.idle_exit_s is not None
+                    and time.monotonic() - idle_since > self.config.idle_exit_s
+                    and not self._paused
+                ):
+                    return
+                continue
+            idle_since = time.monotonic()
+            self.crash.reached("after_consume")
+            self.stats.batches += 1
+            self._process(messages)
+
+    def _process(self, messages: list[Message]) -> None:
+        p = self.plan
+        try:
+            if p.pattern is Pattern.DB_OFFSETS:
+                by_partition: dict[TP, list[Message]] = defaultdict(list)
+                for message in messages:
+                    by_partition[(message.topic(), message.partition())].append(message)
+                for tp, group in by_partition.items():
+                    self._process_db_offsets(tp, group)
+            elif p.pattern is Pattern.KAFKA_TRANSACTIONS:
+                self._process_kafka_transaction(messages)
+            else:
+                self._process_plain(messages)
+        except HandlerFailed as failure:
+            self._note_failure(failure, messages)
+
+    # -- pattern bodies ---------------------------------------------------------------
+
+    def _process_plain(self, messages: list[Message]) -> None:
+        """at_most_once, at_least_once, and the inbox (at_least_once + dedup)."""
+        if self.plan.commit is CommitTiming.BEFORE:
+            if not self._commit_kafka(next_offsets(messages), synchronous=True):
+                self._rewind(messages)  # not committed: do not process (retry later)
+                return
+            self.crash.reached("after_kafka_commit")
+        try:
+            if self.db is not None:
+                with self.db.transaction() as tx:
+                    self.crash.reached("after_begin")
+                    self._handle_all(messages, tx)
+                    self._flush_direct()  # the article's "produce" precedes the DB commit
+                    self.crash.reached("before_db_commit")
+                self.crash.reached("after_db_commit")
+            else:
+                self._handle_all(messages, None)
+                self._flush_direct()
+            self.crash.reached("after_produce")
+        except DatabaseError as error:
+            self._database_trouble(messages, error)
+            return
+        if self.plan.commit is CommitTiming.AFTER:
+            self._commit_kafka(next_offsets(messages), synchronous=not self.config.commit_async)
+            self.crash.reached("after_kafka_commit")
+
+    def _process_db_offsets(self, tp: TP, messages: list[Message]) -> None:
+        assert self.db is not None and self.offsets is not None
+        if tp not in self._owned or tp in self._paused:
+            return
+        try:
+            with self.db.transaction() as tx:
+                stored = self.offsets.lock(tx, *tp)
+                self.crash.reached("after_lock_batch")
+                fresh = [m for m in messages if stored is None or m.offset() >= stored]
+                self.stats.stale_skipped += len(messages) - len(fresh)
+                if not fresh:
+                    return
+                self._handle_all(fresh, tx)
+                self.crash.reached("after_work")
+                self.offsets.store(tx, *tp, fresh[-1].offset() + 1)
+                self.crash.reached("after_store_offset")
+                self._flush_direct()
+                if tp not in self._owned:
+                    raise PartitionRevoked(f"{tp[0]}[{tp[1]}] revoked during the batch")
+                self.crash.reached("before_db_commit")
+            self.crash.reached("after_db_commit")
+        except PartitionRevoked as error:
+            log.info("rolled back: %s", error)
+            return
+        except DatabaseError as error:
+            self._database_trouble(messages, error)
+            return
+        # Kafka's offset only speeds up the next start; the database's is the truth.
+        self._commit_kafka({tp: messages[-1].offset() + 1}, synchronous=False)
+        self.crash.reached("after_kafka_commit")
+
+    def _process_kafka_transaction(self, messages: list[Message]) -> None:
+        assert self.txn is not None and self.consumer is not None
+        starts = batch_start_offsets(messages)
+        txn = self.txn
+        try:
+            txn.begin()
+            self.crash.reached("after_begin")
+            if self.db is not None:  # DB work first, then the Kafka commit (article order)
+                with self.db.transaction() as tx:
+                    self._handle_all(messages, tx)
+                    self.crash.reached("before_db_commit")
+                self.crash.reached("after_db_commit")
+            else:
+                self._handle_all(messages, None)
+            self.crash.reached("after_produce")
+            txn.send_offsets(self.consumer, next_offsets(messages))
+            self.crash.reached("after_send_offsets")
+            txn.commit()
+            self.crash.reached("after_kafka_commit")
+        except KafkaException as error:
+            self.stats.aborted += 1
+            try:
+                txn.fail(error, self.consumer, starts)
+            except TransactionFailed as failed:
+                log.warning("transaction aborted, batch rewound: %s", failed)
+        except (HandlerFailed, DatabaseError):
+            self.stats.aborted += 1
+            txn.abort()
+            rewind(self.consumer, starts)
+            raise
+
+    # -- records ----------------------------------------------------------------------
+
+    def _handle_all(self, messages: list[Message], tx: Transaction | None) -> None:
+        context = Context(self, tx)
+        for message in messages:
+            if self.inbox is not None:
+                assert tx is not None
+                if not self.inbox.claim(tx, self.config.event_id(message)):
+                    self.stats.duplicates_skipped += 1
+                    continue
+            where = (message.topic(), message.partition(), message.offset())
+            poison = self._poison.pop(where, None)
+            if poison is not None:
+                self._dead_letter(tx, message, poison)
+                continue
+            try:
+                value = self.config.decode(message.value())
+            except DecodeError as error:
+                self._dead_letter(tx, message, error)
+                continue
+            try:
+                self.handler(Record.from_message(message, value), context)
+            except (DatabaseError, ProducerFenced):
+                raise
+            except Exception as error:
+                raise HandlerFailed(message, error) from error
+            self.stats.processed += 1
+
+    def _dead_letter(self, tx: Transaction | None, message: Message, error: BaseException) -> None:
+        topic = self.config.dead_letter_topic
+        if topic is None:
+            raise ConfigurationError(
+                f"poison record {message.topic()}/{message.partition()}/{message.offset()}"
+                f" ({error}) and no dead_letter_topic configured"
+            )
+        self._produce(
+            tx, topic, message.value(), message.key(), dead_letter_headers(message, error)
+        )
+        self.stats.dead_lettered += 1
+        log.warning("dead-lettered %s/%d/%d: %s", message.topic(), message.partition(),
+                    message.offset(), error)  # fmt: skip
+
+    def _produce(
+        self,
+        tx: Transaction | None,
+        topic: str,
+        value: bytes | str | None,
+        key: bytes | str | None,
+        headers: Sequence[tuple[str, bytes | None]] | None,
+    ) -> None:
+        value = value.encode() if isinstance(value, str) else value
+        key = key.encode() if isinstance(key, str) else key
+        if self.txn is not None:
+            self.txn.produce(topic, value, key, headers)
+        elif self.outbox is not None:
+            if tx is None:
+                raise ConfigurationError("outbox produce needs the database transaction")
+            self.outbox.add(tx, topic, key, value, headers)
+        else:
+            producer = self._direct_producer()
+
+            def report(error: Any, _message: Any) -> None:
+                if error is not None:
+                    self._produce_errors.append(str(error))
+
+            kwargs: dict[str, Any] = {"value": value, "key": key, "on_delivery": report}
+            if headers:
+                kwargs["headers"] = list(headers)
+            while True:
+                try:
+                    producer.produce(topic, **kwargs)
+                    break
+                except BufferError:
+                    producer.poll(0.05)
+
+    def _flush_direct(self) -> None:
+        if self._producer is None:
+            return
+        remaining = self._producer.flush(30)
+        errors, self._produce_errors = self._produce_errors, []
+        if remaining or errors:
+            raise DatabaseError(  # rolls the batch back; it will be processed again
+                f"producing failed ({remaining} unacknowledged, errors: {errors[:3]})"
+            )
+
+    # -- offsets, errors --------------------------------------------------------------
+
+    def _commit_kafka(self, offsets: dict[TP, int], synchronous: bool) -> bool:
+        assert self.consumer is not None
+        owned = [TopicPartition(t, p, o) for (t, p), o in offsets.items() if (t, p) in self._owned]
+        if not owned:
+            return False
+        try:
+            self.consumer.commit(offsets=owned, asynchronous=not synchronous)
+            return True
+        except KafkaException as error:
+            self.stats.commit_failures += 1
+            if not self._commit_warned:
+                log.warning("offset commit failed (will be retried by the next batch): %s", error)
+                self._commit_warned = True
+            return False
+
+    def _rewind(self, messages: list[Message]) -> None:
+        assert self.consumer is not None
+        rewind(self.consumer, batch_start_offsets(messages))
+
+    def _database_trouble(self, messages: list[Message], error: DatabaseError) -> None:
+        """Roll back (done), rewind, and pause the batch's partitions for a backoff."""
+        assert self.consumer is not None
+        log.warning("database error, batch rolled back and paused: %s", error)
+        self._rewind(messages)
+        tps = {(m.topic(), m.partition()) for m in messages}
+        self.consumer.pause([TopicPartition(t, p) for t, p in tps])
+        resume_at = time.monotonic() + self.config.retry_backoff_s
+        for tp in tps:
+            self._paused[tp] = resume_at
+
+    def _resume_due(self) -> None:
+        if not self._paused:
+            return
+        assert self.consumer is not None
+        now = time.monotonic()
+        due = [tp for tp, at in self._paused.items() if at <= now]
+        if due:
+            self.consumer.resume([TopicPartition(t, p) for t, p in due])
+            for tp in due:
+                del self._paused[tp]
+
+    def _note_failure(self, failure: HandlerFailed, messages: list[Message]) -> None:
+        message = failure.message
+        where = (message.topic(), message.partition(), message.offset())
+        self._failures[where] += 1
+        attempts = self._failures[where]
+        log.warning("%s (attempt %d of %d)", failure, attempts, self.config.max_attempts)
+        if attempts >= self.config.max_attempts:
+            del self._failures[where]
+            self._poison[where] = failure.error  # dead-lettered on the next pass
+        if self.plan.commit is CommitTiming.BEFORE:
+            return  # at_most_once: already committed, never processed again
+        self._rewind(messages)
+        time.sleep(min(self.config.retry_backoff_s * attempts, 5.0))
+
+    def _close(self) -> None:
+        if self.consumer is not None:
+            try:
+                self.consumer.close()
+            except Exception as error:  # already closed / broker gone: nothing to lose
+                log.debug("consumer close: %s", error)
+        if self.txn is not None:
+            self.txn.close()
+        if self._producer is not None:
+            self._producer.flush(10)
+        if self.db is not None:
+            self.db.close()

@@ -1,0 +1,162 @@
+"""Consume-transform-produce in Kafka transactions.
+
+Steps of one batch (crash points between them):
+
+1. consume a batch (input read with ``isolation.level=read_committed``) (``after_consume``);
+2. begin the Kafka transaction (``after_begin``);
+3. transform and produce the outputs into the transaction (``after_produce``);
+4. add the consumer positions to the transaction (``send_offsets_to_transaction``, with the
+   group metadata so the broker fences a zombie of an older generation)
+   (``after_send_offsets``);
+5. commit the transaction (``after_kafka_commit``).
+
+Outputs and input offsets become visible together or not at all. A crash anywhere before
+step 5 leaves an open transaction that the next ``init_transactions`` with the same
+``transactional.id`` aborts (fencing the zombie); the batch is consumed again. On an
+error the transaction is aborted and the consumer rewinds to the batch's first offsets
+("abort and rewind"). A fenced producer (another instance took the transactional.id) stops
+the loop with ``ProducerFenced``: it must not go on.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
+
+STEPS = ("after_consume", "after_begin", "after_produce", "after_send_offsets",
+         "after_kafka_commit")  # fmt: skip
+
+log = logging.getLogger(__name__)
+
+
+class ProducerFenced(RuntimeError):
+    """Another producer with the same transactional.id took over; this one must stop."""
+
+
+class TransactionFailed(RuntimeError):
+    """The transaction was aborted; the consumer was rewound to the batch start."""
+
+
+def batch_start_offsets(messages: Iterable[Message]) -> dict[tuple[str, int], int]:
+    """The first offset of each partition in a batch (where to rewind on abort)."""
+    starts: dict[tuple[str, int], int] = {}
+    for message in messages:
+        starts.setdefault((message.topic(), message.partition()), message.offset())
+    return starts
+
+
+def next_offsets(messages: Iterable[Message]) -> dict[tuple[str, int], int]:
+    """The offset after each partition's last message in a batch."""
+    ends: dict[tuple[str, int], int] = {}
+    for message in messages:
+        ends[(message.topic(), message.partition())] = message.offset() + 1
+    return ends
+
+
+def rewind(consumer: Consumer, starts: dict[tuple[str, int], int]) -> None:
+    """Seek every partition of the batch back to its first offset."""
+    owned = {(tp.topic, tp.partition) for tp in consumer.assignment()}
+    for (topic, partition), offset in starts.items():
+        if (topic, partition) in owned:
+            consumer.seek(TopicPartition(topic, partition, offset))
+
+
+def is_fenced(error: KafkaError) -> bool:
+    return error.fatal() or error.code() in (
+        KafkaError._FENCED,
+        KafkaError.PRODUCER_FENCED,
+        KafkaError.INVALID_PRODUCER_EPOCH,
+    )
+
+
+class KafkaTransaction:
+    """A transactional producer used one batch at a time."""
+
+    def __init__(
+        self,
+        bootstrap_servers: str,
+        transactional_id: str,
+        producer_config: dict[str, Any] | None = None,
+        timeout_s: float = 30.0,
+    ) -> None:
+        self.timeout_s = timeout_s
+        self.producer = Producer(
+            {
+                "bootstrap.servers": bootstrap_servers,
+                "transactional.id": transactional_id,
+                "linger.ms": 5,
+                **(producer_config or {}),
+            }
+        )
+        try:
+            # Fences older instances and aborts the transaction a dead one left open.
+            self.producer.init_transactions(timeout_s)
+        except KafkaException as error:
+            raise ProducerFenced(f"init_transactions({transactional_id!r}): {error}") from error
+        self.open = False
+
+    def begin(self) -> None:
+        self.producer.begin_transaction()
+        self.open = True
+
+    def produce(
+        self,
+        topic: str,
+        value: bytes | None,
+        key: bytes | None = None,
+        headers: Sequence[tuple[str, bytes | None]] | None = None,
+        partition: int | None = None,
+    ) -> None:
+        kwargs: dict[str, Any] = {"value": value, "key": key}
+        if headers:
+            kwargs["headers"] = list(headers)
+        if partition is not None:
+            kwargs["partition"] = partition
+        while True:
+            try:
+                self.producer.produce(topic, **kwargs)
+                return
+            except BufferError:
+                self.producer.poll(0.05)
+
+    def send_offsets(self, consumer: Consumer, offsets: dict[tuple[str, int], int]) -> None:
+        self.producer.send_offsets_to_transaction(
+            [TopicPartition(t, p, o) for (t, p), o in offsets.items()],
+            consumer.consumer_group_metadata(),
+            self.timeout_s,
+        )
+
+    def commit(self) -> None:
+        self.producer.commit_transaction(self.timeout_s)
+        self.open = False
+
+    def abort(self) -> None:
+        if not self.open:
+            return
+        try:
+            self.producer.abort_transaction(self.timeout_s)
+        finally:
+            self.open = False
+
+    def fail(self, error: KafkaException, consumer: Consumer, starts: dict) -> None:
+        """Handle a transaction error: abort and rewind, or raise ProducerFenced."""
+        kafka_error: KafkaError = error.args[0]
+        if is_fenced(kafka_error) and not kafka_error.txn_requires_abort():
+            raise ProducerFenced(str(kafka_error)) from error
+        try:
+            self.abort()
+        except KafkaException as abort_error:
+            raise ProducerFenced(f"abort failed: {abort_error}") from error
+        rewind(consumer, starts)
+        raise TransactionFailed(str(kafka_error)) from error
+
+    def close(self) -> None:
+        if self.open:
+            try:
+                self.abort()
+            except KafkaException:
+                pass
+        self.producer.flush(5)

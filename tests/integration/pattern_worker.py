@@ -1,0 +1,113 @@
+"""A pattern worker the pattern tests run as a process and SIGKILL (crash points by env).
+
+Usage: python -m tests.integration.pattern_worker MODE BOOTSTRAP DB_URL [options]
+
+Consumes ``input`` (JSON events {"id", "key", "n"}), inserts one row per processed event
+into ``effects`` (in the pattern's database transaction) and, for modes that produce,
+sends the event to ``output``. Undecodable values go to ``dlq``. Exits 0 when idle.
+
+MODE:
+  baseline          at_least_once, no deduplication (the article's first flow)
+  at_most_once      commit before processing
+  inbox             exactly_once, idempotent consumer
+  db_offsets        exactly_once, offsets stored in the database transaction
+  inbox_outbox      exactly_once, idempotent consumer + transactional outbox (relay apart)
+  db_offsets_outbox exactly_once, database offsets + transactional outbox
+  kafka_txn         exactly_once, Kafka transactions (output topic only, no database)
+  unsafe_inbox_txn  inbox + Kafka transactions with the override (can lose events)
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import logging
+import sys
+
+from onceflow.patterns import Record, Runner, RunnerConfig
+from onceflow.patterns.runner import Context
+
+MODES = {
+    "baseline": {"processing_guarantee": "at_least_once"},
+    "at_most_once": {"processing_guarantee": "at_most_once"},
+    "inbox": {"pattern": "inbox"},
+    "db_offsets": {"pattern": "db_offsets"},
+    "inbox_outbox": {"pattern": "inbox", "outbox": True},
+    "db_offsets_outbox": {"pattern": "db_offsets", "outbox": True},
+    "kafka_txn": {"pattern": "kafka_transactions"},
+    "unsafe_inbox_txn": {
+        "pattern": "kafka_transactions",
+        "inbox": True,
+        "allow_unsafe_inbox_with_kafka_transactions": True,
+    },
+}
+PRODUCES = {"inbox_outbox", "db_offsets_outbox", "kafka_txn", "unsafe_inbox_txn"}
+USES_DB = set(MODES) - {"kafka_txn"}
+
+EFFECTS_DDL = {
+    "sqlite": "CREATE TABLE IF NOT EXISTS effects (seq INTEGER PRIMARY KEY AUTOINCREMENT,"
+    " event_id TEXT NOT NULL, key TEXT, n INTEGER)",
+    "postgresql": "CREATE TABLE IF NOT EXISTS effects (seq BIGINT GENERATED ALWAYS AS IDENTITY"
+    " PRIMARY KEY, event_id TEXT NOT NULL, key TEXT, n INTEGER)",
+}
+
+
+def build(args: argparse.Namespace) -> Runner:
+    mode = args.mode
+    settings = dict(MODES[mode])
+
+    def handle(record: Record, ctx: Context) -> None:
+        event = record.value
+        if not isinstance(event, dict) or "id" not in event:
+            raise ValueError(f"not an event: {event!r}")
+        if ctx.tx is not None:
+            ctx.tx.execute(
+                "INSERT INTO effects (event_id, key, n) VALUES (?, ?, ?)",
+                (event["id"], event.get("key"), event.get("n")),
+            )
+        if mode in PRODUCES:
+            ctx.produce("output", json.dumps(event).encode(), key=record.key)
+
+    config = RunnerConfig(
+        bootstrap_servers=args.bootstrap,
+        group_id=args.group,
+        topics=["input"],
+        database_url=args.db if mode in USES_DB else None,
+        assign=not args.subscribe,
+        transactional_id=args.txn_id,
+        dead_letter_topic="dlq",
+        batch_size=args.batch_size,
+        idle_exit_s=args.idle_exit,
+        consumer_config={"session.timeout.ms": 6000, "fetch.wait.max.ms": 50},
+        **settings,
+    )
+    runner = Runner(config, handle)
+    if config.database_url is not None:
+        from onceflow.patterns.db import connect
+
+        with connect(config.database_url) as db:
+            db.script([EFFECTS_DDL[db.dialect]])
+    return runner
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("mode", choices=sorted(MODES))
+    parser.add_argument("bootstrap")
+    parser.add_argument("db")
+    parser.add_argument("--group", default="workers")
+    parser.add_argument("--txn-id", default="worker-txn")
+    parser.add_argument("--batch-size", type=int, default=100)
+    parser.add_argument("--idle-exit", type=float, default=3.0)
+    parser.add_argument("--subscribe", action="store_true")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, stream=sys.stderr,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")  # fmt: skip
+    stats = build(args).run()
+    print(json.dumps({"stats": dataclasses.asdict(stats)}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,220 @@
+"""Helpers for the pattern tests: topics, events, workers killed at crash points, audits.
+
+The audit itself is ``onceflow.verify`` (``run_verify``): every input event must appear
+exactly once in each output, never from an aborted transaction, in per-key order.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from confluent_kafka import KafkaException, Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from onceflow.verify.audit import InputEvent, OutputRecord, Sink, audit
+from onceflow.verify.command import run_verify
+from onceflow.verify.extract import Extractor
+from onceflow.verify.report import AuditReport
+from onceflow.verify.sources import read_input, read_output_topic
+
+ROOT = Path(__file__).resolve().parents[2]
+PARTITIONS = 3
+KEYS = 24
+EFFECTS_QUERY = "SELECT event_id AS id, key FROM effects ORDER BY seq"
+
+
+def create_topics(bootstrap: str, *names: str, partitions: int = PARTITIONS) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    futures = admin.create_topics([NewTopic(name, partitions, 1) for name in names])
+    for future in futures.values():
+        future.result(15)
+
+
+def produce_events(
+    bootstrap: str, count: int, topic: str = "input", poison_every: int = 0
+) -> list[dict]:
+    """JSON events {"id": "e<n>", "key": "k<n % KEYS>", "n": n}; every ``poison_every``-th
+    record is replaced by an undecodable value (not counted as an event)."""
+    producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True,
+                         "linger.ms": 5})  # fmt: skip
+    events = []
+    for n in range(count):
+        key = f"k{n % KEYS}"
+        if poison_every and n % poison_every == poison_every - 1:
+            producer.produce(topic, key=key.encode(), value=b"\xff not json {" + str(n).encode())
+        else:
+            event = {"id": f"e{n}", "key": key, "n": n}
+            events.append(event)
+            producer.produce(topic, key=key.encode(), value=json.dumps(event).encode())
+        if n % 500 == 0:
+            producer.poll(0)
+    assert producer.flush(30) == 0
+    return events
+
+
+@dataclass
+class KillLog:
+    kills: int = 0
+    crash_points: list[str] = field(default_factory=list)
+    external_kills: int = 0
+
+
+def _start(command: list[str], env: dict[str, str], log_path: Path) -> subprocess.Popen:
+    with open(log_path, "a") as log:
+        return subprocess.Popen(
+            command, cwd=ROOT, stdout=log, stderr=log, env={**os.environ, **env}
+        )
+
+
+def run_with_kills(
+    command: list[str],
+    steps: tuple[str, ...],
+    log_path: Path,
+    *,
+    kills: int = 5,
+    seed: int = 1,
+    max_count: int = 6,
+    external_every: int = 3,
+    timeout: float = 120.0,
+) -> KillLog:
+    """Run ``command`` ``kills`` times armed at a random step (ONCEFLOW_CRASH_AT), every
+    ``external_every``-th run SIGKILLed from outside at a random moment instead; then run
+    it unarmed until it exits 0 (idle)."""
+    rng = random.Random(seed)
+    result = KillLog()
+    for attempt in range(kills):
+        env = {}
+        external = external_every and attempt % external_every == external_every - 1
+        if not external:
+            point = f"{rng.choice(steps)}:{rng.randint(1, max_count)}"
+            env["ONCEFLOW_CRASH_AT"] = point
+        process = _start(command, env, log_path)
+        if external:
+            time.sleep(rng.uniform(1.0, 3.5))
+            if process.poll() is None:
+                process.send_signal(signal.SIGKILL)
+        try:
+            code = process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            raise AssertionError(f"worker hung; see {log_path}") from None
+        if code == -signal.SIGKILL:
+            result.kills += 1
+            result.external_kills += bool(external)
+            result.crash_points.append(env.get("ONCEFLOW_CRASH_AT", "external"))
+        elif code != 0:
+            raise AssertionError(f"worker failed with {code}; see {log_path}")
+    final = _start(command, {}, log_path)
+    try:
+        code = final.wait(timeout)
+    except subprocess.TimeoutExpired:
+        final.kill()
+        raise AssertionError(f"final worker hung; see {log_path}") from None
+    assert code == 0, f"final worker exited {code}; see {log_path}"
+    return result
+
+
+def worker_command(mode: str, bootstrap: str, db_url: str, *extra: str) -> list[str]:
+    return [sys.executable, "-m", "tests.integration.pattern_worker", mode, bootstrap, db_url,
+            *extra]  # fmt: skip
+
+
+def relay_command(bootstrap: str, db_url: str, *extra: str) -> list[str]:
+    return [sys.executable, "-m", "onceflow", "relay", "--database-url", db_url,
+            "--bootstrap", bootstrap, "--idle-exit", "2", "--batch-size", "200",
+            "--lease-ttl-ms", "3000", *extra]  # fmt: skip
+
+
+def audit_effects(bootstrap: str, db_url: str) -> AuditReport:
+    return run_verify(
+        bootstrap, "input", id_field="id", key_field="key", database_url=db_url,
+        query=EFFECTS_QUERY,
+    )  # fmt: skip
+
+
+def audit_topic(bootstrap: str, topic: str = "output", dedupe: bool = False):
+    """Audit an output topic (read_committed). With ``dedupe``, later copies of an event
+    are removed first, the way a downstream inbox would; returns (report, copies removed)."""
+    extractor = Extractor("id", "key")
+    source = read_input(bootstrap, "input", extractor, 60)
+    sink = read_output_topic(bootstrap, topic, extractor, timeout=60)
+    removed = 0
+    if dedupe:
+        seen: set[str] = set()
+        kept: list[OutputRecord] = []
+        # Each event is one outbox row here, so its relay copies share the event id (and
+        # the onceflow-outbox-id header): keeping the first copy is what an inbox does.
+        for record in sink.records:
+            if record.id in seen:
+                removed += 1
+                continue
+            seen.add(record.id)
+            kept.append(record)
+        sink = Sink(sink.name, kept, sink.check_order, sink.unreadable)
+    report = audit(
+        source.events,
+        [sink],
+        aborted_input_ids=source.aborted_ids,
+        input_unreadable=source.unreadable,
+        input_aborted_visible=source.aborted_visible,
+    )
+    return report, removed
+
+
+def input_events(bootstrap: str) -> list[InputEvent]:
+    return read_input(bootstrap, "input", Extractor("id", "key"), 60).events
+
+
+def read_dlq(bootstrap: str) -> list[tuple[bytes | None, dict[str, bytes]]]:
+    from confluent_kafka import Consumer, TopicPartition
+
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "dlq-reader",
+            "isolation.level": "read_committed",
+            "enable.auto.commit": False,
+        }
+    )
+    records = []
+    try:
+        consumer.assign([TopicPartition("dlq", p, 0) for p in range(PARTITIONS)])
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline:
+            for message in consumer.consume(500, 0.3):
+                if message.error() is None:
+                    records.append((message.value(), dict(message.headers() or [])))
+    finally:
+        consumer.close()
+    return records
+
+
+def kafka_transactions_supported(bootstrap: str) -> str | None:
+    """None when the broker runs confluent-kafka transactions; else the reason it cannot."""
+    producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": "probe-txn"})
+    try:
+        producer.init_transactions(8)
+    except KafkaException as error:
+        return str(error.args[0])
+    return None
+
+
+def group_offsets_supported(bootstrap: str) -> str | None:
+    from confluent_kafka import Consumer, TopicPartition
+
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "probe-group"})
+    try:
+        consumer.committed([TopicPartition("input", 0)], timeout=5)
+    except KafkaException as error:
+        return str(error.args[0])
+    finally:
+        consumer.close()
+    return None
