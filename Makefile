@@ -22,18 +22,18 @@ venv: $(VENV)/.installed
 system-deps:
 	@bash scripts/system-deps.sh
 
-demo: venv
-	$(BIN)/python -m onceflow demo
+demo: venv system-deps
+	$(BIN)/python examples/orders/demo.py
 
 test: venv system-deps
-	$(BIN)/ruff check src tests benchmarks
+	$(BIN)/ruff check src tests benchmarks examples
 	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist loadgroup -q
 
 unit: venv
 	$(BIN)/python -m pytest -q tests/unit
 
 lint: venv
-	$(BIN)/ruff check src tests benchmarks
+	$(BIN)/ruff check src tests benchmarks examples
 
 bench: venv
 	$(BIN)/pip install --quiet -e '.[bench]'
