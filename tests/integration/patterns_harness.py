@@ -13,6 +13,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -39,14 +40,14 @@ def create_topics(bootstrap: str, *names: str, partitions: int = PARTITIONS) -> 
 
 
 def produce_events(
-    bootstrap: str, count: int, topic: str = "input", poison_every: int = 0
+    bootstrap: str, count: int, topic: str = "input", poison_every: int = 0, start: int = 0
 ) -> list[dict]:
     """JSON events {"id": "e<n>", "key": "k<n % KEYS>", "n": n}; every ``poison_every``-th
     record is replaced by an undecodable value (not counted as an event)."""
     producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True,
                          "linger.ms": 5})  # fmt: skip
     events = []
-    for n in range(count):
+    for n in range(start, start + count):
         key = f"k{n % KEYS}"
         if poison_every and n % poison_every == poison_every - 1:
             producer.produce(topic, key=key.encode(), value=b"\xff not json {" + str(n).encode())
@@ -84,13 +85,17 @@ def run_with_kills(
     max_count: int = 6,
     external_every: int = 3,
     timeout: float = 120.0,
+    before_each: Callable[[int], None] | None = None,
 ) -> KillLog:
     """Run ``command`` ``kills`` times armed at a random step (ONCEFLOW_CRASH_AT), every
     ``external_every``-th run SIGKILLed from outside at a random moment instead; then run
-    it unarmed until it exits 0 (idle)."""
+    it unarmed until it exits 0 (idle). ``before_each(run)`` is called before every run
+    (0 .. kills), e.g. to produce the next wave of events so each run has work."""
     rng = random.Random(seed)
     result = KillLog()
     for attempt in range(kills):
+        if before_each is not None:
+            before_each(attempt)
         env = {}
         external = external_every and attempt % external_every == external_every - 1
         if not external:
@@ -112,6 +117,8 @@ def run_with_kills(
             result.crash_points.append(env.get("ONCEFLOW_CRASH_AT", "external"))
         elif code != 0:
             raise AssertionError(f"worker failed with {code}; see {log_path}")
+    if before_each is not None:
+        before_each(kills)
     final = _start(command, {}, log_path)
     try:
         code = final.wait(timeout)

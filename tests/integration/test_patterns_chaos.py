@@ -1,0 +1,147 @@
+"""Exactly-once patterns under SIGKILL: workers killed at crash points, restarted, audited.
+
+For each pattern a worker processes a few thousand events, is SIGKILLed several times (at
+a random step of its flow, ONCEFLOW_CRASH_AT, or from outside at a random moment) and
+restarted; then ``onceflow.verify`` audits that the database effects (and the output topic
+where the pattern produces) hold every event exactly once, in per-key order. The
+no-deduplication baseline, killed the same way, must show duplicates: the audit can fail.
+Every database test runs on SQLite and on a throwaway PostgreSQL server.
+"""
+
+from __future__ import annotations
+
+import zlib
+from collections.abc import Callable
+
+import pytest
+
+from onceflow.patterns import offsets, relay
+from tests.integration.patterns_harness import (
+    audit_effects,
+    audit_topic,
+    create_topics,
+    produce_events,
+    read_dlq,
+    relay_command,
+    run_with_kills,
+    worker_command,
+)
+from tests.postgres import postgres_server, postgres_url  # noqa: F401  (fixtures)
+
+EVENTS = 2000
+INBOX_STEPS = ("after_consume", "after_begin", "before_db_commit", "after_db_commit",
+               "after_produce", "after_kafka_commit")  # fmt: skip
+DB_OFFSETS_STEPS = ("after_consume", *offsets.STEPS)
+BASELINE_STEPS = ("after_db_commit", "after_produce")
+
+pytestmark = pytest.mark.xdist_group("patterns")
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def db_url(request, tmp_path) -> str:
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'app.db'}"
+    return request.getfixturevalue("postgres_url")
+
+
+def _setup(bootstrap: str, runs: int) -> Callable[[int], None]:
+    """Create the topics; return a ``before_each`` producing one wave of events per run."""
+    create_topics(bootstrap, "input", "output", "dlq")
+    wave = EVENTS // (runs + 1)
+
+    def produce_wave(run: int) -> None:
+        count = EVENTS - wave * runs if run == runs else wave
+        produce_events(bootstrap, count, start=wave * run)
+
+    return produce_wave
+
+
+def _assert_exactly_once(report) -> None:
+    assert report.input.events == EVENTS
+    assert report.ok, f"anomalies: {report.counts} e.g. {report.anomalies[:5]}"
+
+
+@pytest.mark.parametrize(
+    ("mode", "steps"), [("db_offsets", DB_OFFSETS_STEPS), ("inbox", INBOX_STEPS)]
+)
+def test_pattern_is_exactly_once_under_kills(kafka_broker, db_url, tmp_path, mode, steps):
+    bootstrap = kafka_broker.bootstrap
+    kills = run_with_kills(
+        worker_command(mode, bootstrap, db_url, "--idle-exit", "2", "--batch-size", "50"),
+        steps,
+        tmp_path / "worker.log",
+        kills=6,
+        before_each=_setup(bootstrap, 6),
+        seed=zlib.crc32(f"{mode}{db_url[:6]}".encode()),
+    )
+    assert kills.kills >= 4, kills
+    _assert_exactly_once(audit_effects(bootstrap, db_url))
+
+
+def test_no_dedup_baseline_duplicates_under_kills(kafka_broker, db_url, tmp_path):
+    bootstrap = kafka_broker.bootstrap
+    kills = run_with_kills(
+        worker_command("baseline", bootstrap, db_url, "--idle-exit", "2", "--batch-size", "50"),
+        BASELINE_STEPS,
+        tmp_path / "worker.log",
+        kills=3,
+        before_each=_setup(bootstrap, 3),
+        external_every=0,
+    )
+    assert kills.kills == 3, kills
+    report = audit_effects(bootstrap, db_url)
+    assert report.counts.get("missing", 0) == 0
+    assert report.counts.get("duplicated", 0) > 0, "the baseline should duplicate under kills"
+    assert not report.ok
+
+
+def test_inbox_outbox_and_relay_under_kills(kafka_broker, db_url, tmp_path):
+    """Idempotent consumer + transactional outbox; the relay is killed too. The output
+    topic has every event (first copies in per-key order); relay duplicates are what a
+    downstream inbox removes."""
+    bootstrap = kafka_broker.bootstrap
+    run_with_kills(
+        worker_command("inbox_outbox", bootstrap, db_url, "--idle-exit", "2", "--batch-size", "50"),
+        INBOX_STEPS,
+        tmp_path / "worker.log",
+        kills=4,
+        before_each=_setup(bootstrap, 4),
+        seed=3,
+    )
+    _assert_exactly_once(audit_effects(bootstrap, db_url))
+    relay_kills = run_with_kills(
+        relay_command(bootstrap, db_url),
+        tuple(s for s in relay.STEPS if s != "after_kafka_commit"),
+        tmp_path / "relay.log",
+        kills=5,
+        max_count=4,
+        seed=4,
+    )
+    assert relay_kills.kills >= 3, relay_kills
+    report, removed = audit_topic(bootstrap, "output", dedupe=True)
+    _assert_exactly_once(report)
+    raw, _ = audit_topic(bootstrap, "output")
+    assert raw.counts.get("missing", 0) == 0
+    assert raw.counts.get("duplicated", 0) == removed
+
+
+def test_poison_records_go_to_the_dead_letter_topic(kafka_broker, db_url, tmp_path):
+    bootstrap = kafka_broker.bootstrap
+    create_topics(bootstrap, "input", "output", "dlq")
+    events = produce_events(bootstrap, 1000, poison_every=50)
+    run_with_kills(
+        worker_command("db_offsets", bootstrap, db_url, "--idle-exit", "2"),
+        DB_OFFSETS_STEPS,
+        tmp_path / "worker.log",
+        kills=0,
+    )
+    dead = read_dlq(bootstrap)
+    assert len(dead) == 1000 - len(events) == 20
+    for value, headers in dead:
+        assert value.startswith(b"\xff not json")
+        assert b"DecodeError" in headers["onceflow-error"]
+        assert headers["onceflow-source"].startswith(b"input/")
+    report = audit_effects(bootstrap, db_url)
+    assert report.counts.get("missing", 0) == 0
+    assert report.counts.get("duplicated", 0) == 0
+    assert report.counts.get("unreadable", 0) == 20  # the poison records, in the input
