@@ -1,0 +1,120 @@
+"""Kafka-transactions pattern under SIGKILL, and the unsafe inbox + Kafka transactions combo.
+
+These need the broker's group offset APIs (send_offsets_to_transaction, OffsetFetch); they
+are skipped, saying so, on a broker without them.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import warnings
+
+import pytest
+
+from onceflow.patterns import ConfigurationError, RunnerConfig, UnsafeCombinationWarning
+from onceflow.patterns import transactional as txn_pattern
+from tests.integration.patterns_harness import (
+    ROOT,
+    audit_effects,
+    audit_topic,
+    create_topics,
+    group_offsets_supported,
+    produce_events,
+    read_dlq,
+    run_with_kills,
+    worker_command,
+)
+
+EVENTS = 2000
+pytestmark = pytest.mark.xdist_group("patterns")
+
+
+def _require_group_offsets(bootstrap: str) -> None:
+    create_topics(bootstrap, "input", "output", "dlq")
+    reason = group_offsets_supported(bootstrap)
+    if reason is not None:
+        pytest.skip(f"broker lacks group offset APIs needed by Kafka transactions: {reason}")
+
+
+def test_kafka_transactions_exactly_once_under_kills(kafka_broker, tmp_path):
+    bootstrap = kafka_broker.bootstrap
+    _require_group_offsets(bootstrap)
+    runs = 6
+    wave = EVENTS // (runs + 1)
+
+    def produce_wave(run: int) -> None:
+        produce_events(bootstrap, EVENTS - wave * runs if run == runs else wave, start=wave * run)
+
+    kills = run_with_kills(
+        worker_command("kafka_txn", bootstrap, "-", "--idle-exit", "2", "--batch-size", "50"),
+        ("after_consume", *txn_pattern.STEPS),
+        tmp_path / "worker.log",
+        kills=runs,
+        before_each=produce_wave,
+    )
+    assert kills.kills >= 4, kills
+    report, _ = audit_topic(bootstrap, "output")
+    assert report.input.events == EVENTS
+    assert report.ok, f"anomalies: {report.counts} e.g. {report.anomalies[:5]}"
+
+
+def test_kafka_transactions_dead_letter_inside_the_transaction(kafka_broker, tmp_path):
+    bootstrap = kafka_broker.bootstrap
+    _require_group_offsets(bootstrap)
+    events = produce_events(bootstrap, 1000, poison_every=50)
+    run_with_kills(
+        worker_command("kafka_txn", bootstrap, "-", "--idle-exit", "2", "--batch-size", "50"),
+        txn_pattern.STEPS,
+        tmp_path / "worker.log",
+        kills=4,
+        external_every=0,
+    )
+    dead = read_dlq(bootstrap)  # read_committed: aborted DLQ copies are invisible
+    assert len(dead) == 1000 - len(events) == 20
+    report, _ = audit_topic(bootstrap, "output")
+    assert report.counts.get("missing", 0) == report.counts.get("duplicated", 0) == 0
+
+
+def test_inbox_with_kafka_transactions_is_refused():
+    config = RunnerConfig(
+        "127.0.0.1:1", "g", ["input"], pattern="kafka_transactions", inbox=True,
+        database_url="sqlite:///x.db", transactional_id="t",
+    )  # fmt: skip
+    with pytest.raises(ConfigurationError, match="LOSE events"):
+        config.validate()
+    config.allow_unsafe_inbox_with_kafka_transactions = True
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        config.validate()
+    assert any(issubclass(w.category, UnsafeCombinationWarning) for w in caught)
+
+
+@pytest.mark.parametrize("db", ["sqlite"])
+def test_inbox_with_kafka_transactions_loses_events(kafka_broker, tmp_path, db):
+    """The seed article's appendix: the inbox commits the event ids, the process dies
+    before the Kafka transaction commits; on redelivery the inbox skips those events as
+    duplicates, so their outputs are never produced."""
+    bootstrap = kafka_broker.bootstrap
+    _require_group_offsets(bootstrap)
+    produce_events(bootstrap, 500)
+    db_url = f"sqlite:///{tmp_path / 'app.db'}"
+    command = worker_command("unsafe_inbox_txn", bootstrap, db_url, "--idle-exit", "2",
+                             "--batch-size", "50")  # fmt: skip
+    log_path = tmp_path / "worker.log"
+    with open(log_path, "a") as log:
+        crashed = subprocess.run(
+            command, cwd=ROOT, stdout=log, stderr=log, timeout=120,
+            env={**os.environ, "ONCEFLOW_CRASH_AT": "after_db_commit:3"},
+        )  # fmt: skip
+        assert crashed.returncode == -9
+        assert (
+            subprocess.run(command, cwd=ROOT, stdout=log, stderr=log, timeout=120).returncode == 0
+        )
+    assert "UNSAFE CONFIGURATION" in log_path.read_text()
+    effects = audit_effects(bootstrap, db_url)
+    assert effects.ok, effects.counts  # the database saw every event once...
+    output, _ = audit_topic(bootstrap, "output")
+    lost = output.counts.get("missing", 0)
+    assert 0 < lost <= 50, output.counts  # ...but the killed batch never reaches Kafka
+    assert output.counts.get("duplicated", 0) == 0
