@@ -10,12 +10,17 @@ Every database test runs on SQLite and on a throwaway PostgreSQL server.
 
 from __future__ import annotations
 
+import json
+import threading
 import zlib
 from collections.abc import Callable
 
 import pytest
 
 from onceflow.patterns import offsets, relay
+from onceflow.patterns.db import LockTimeout, connect
+from onceflow.patterns.offsets import OffsetStore
+from onceflow.patterns.outbox import Outbox
 from tests.integration.patterns_harness import (
     audit_effects,
     audit_topic,
@@ -145,3 +150,64 @@ def test_poison_records_go_to_the_dead_letter_topic(kafka_broker, db_url, tmp_pa
     assert report.counts.get("missing", 0) == 0
     assert report.counts.get("duplicated", 0) == 0
     assert report.counts.get("unreadable", 0) == 20  # the poison records, in the input
+
+
+def test_two_relays_share_the_outbox_on_postgresql(kafka_broker, request, tmp_path):
+    """Two relay processes at once (FOR UPDATE SKIP LOCKED on key shards), both killed at
+    random steps: every event published, first copies in per-key order."""
+    pg_url = request.getfixturevalue("postgres_url")
+    bootstrap = kafka_broker.bootstrap
+    create_topics(bootstrap, "input", "output")
+    events = produce_events(bootstrap, EVENTS)
+    with connect(pg_url) as db:
+        outbox = Outbox(db)
+        outbox.create_schema()
+        with db.transaction() as tx:
+            for event in events:
+                outbox.add(tx, "output", event["key"], json.dumps(event))
+    results: list[object] = []
+
+    def relay_process(name: str, seed: int) -> None:
+        try:
+            results.append(
+                run_with_kills(
+                    relay_command(
+                        bootstrap, pg_url, "--batch-size", "100", "--shards-per-cycle", "2"
+                    ),
+                    tuple(s for s in relay.STEPS if s != "after_kafka_commit"),
+                    tmp_path / f"{name}.log",
+                    kills=3,
+                    max_count=3,
+                    seed=seed,
+                )
+            )
+        except BaseException as error:
+            results.append(error)
+
+    threads = [threading.Thread(target=relay_process, args=(f"relay{i}", i)) for i in (1, 2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    for result in results:
+        assert not isinstance(result, BaseException), result
+    report, _ = audit_topic(bootstrap, "output", dedupe=True)
+    _assert_exactly_once(report)
+    with connect(pg_url) as db:
+        assert Outbox(db).backlog() == 0
+
+
+def test_postgresql_partition_row_lock_blocks_the_next_owner(request):
+    pg_url = request.getfixturevalue("postgres_url")
+    first = connect(pg_url)
+    second = connect(pg_url, lock_timeout_ms=300)
+    store = OffsetStore(first, "g")
+    store.create_schema()
+    store.ensure_rows([("t", 0)])
+    with first.transaction() as tx:
+        store.lock(tx, "t", 0)
+        store.store(tx, "t", 0, 7)
+        with pytest.raises(LockTimeout), second.transaction() as tx2:
+            OffsetStore(second, "g").lock(tx2, "t", 0)
+    with second.transaction() as tx2:
+        assert OffsetStore(second, "g").lock(tx2, "t", 0) == 7
