@@ -1,22 +1,34 @@
-"""PySpark pipelines: the ``onceflow`` Kafka source (and the exactly-once sinks).
+"""PySpark pipelines: the ``onceflow`` Kafka source and the exactly-once sinks.
 
-from onceflow.spark import OnceflowDataSource
-spark.dataSource.register(OnceflowDataSource)      # or onceflow.spark.register(spark)
+from onceflow.spark import register
+register(spark)                       # onceflow, onceflow-database, onceflow-kafka
 df = (spark.readStream.format("onceflow")
       .option("kafka.bootstrap.servers", "127.0.0.1:9092")
       .option("subscribe", "orders")
       .load())
+df.writeStream.format("onceflow-database").option("url", "sqlite:///out.db") ...
+df.writeStream.format("onceflow-kafka").option("kafka.bootstrap.servers", ...) ...
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from onceflow.spark.database_sink import DatabaseSinkDataSource, database_offsets
+from onceflow.spark.kafka_sink import KafkaSinkDataSource
 from onceflow.spark.source import OnceflowDataSource
 
-__all__ = ["OnceflowDataSource", "register"]
+__all__ = [
+    "DatabaseSinkDataSource",
+    "KafkaSinkDataSource",
+    "OnceflowDataSource",
+    "database_offsets",
+    "register",
+]
 
 
 def register(spark: Any) -> None:
     """Register every onceflow data source with ``spark`` (a SparkSession)."""
     spark.dataSource.register(OnceflowDataSource)
+    spark.dataSource.register(DatabaseSinkDataSource)
+    spark.dataSource.register(KafkaSinkDataSource)

@@ -1,0 +1,61 @@
+"""Helpers for the sink tests: an orders input topic and the queries that read it."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from typing import Any
+
+from tests.spark.conftest import create_topic, produce
+
+STORES = ["s1", "s2", "s3", "s4", "s5"]
+ORDER_SCHEMA = "order_id STRING, store STRING, amount LONG"
+
+
+def make_orders(bootstrap: str, topic: str, count: int, partitions: int = 2, first: int = 0):
+    """``count`` orders keyed by store; returns their dicts. Creates the topic if first=0."""
+    if first == 0:
+        create_topic(bootstrap, topic, partitions=partitions)
+    orders = []
+    by_partition: dict[int, list[bytes]] = {}
+    for i in range(first, first + count):
+        store = STORES[i % len(STORES)]
+        order = {"order_id": f"o{i}", "store": store, "amount": i % 7 + 1}
+        orders.append(order)
+        by_partition.setdefault(STORES.index(store) % partitions, []).append(
+            json.dumps(order).encode()
+        )
+    for partition, values in by_partition.items():
+        produce(bootstrap, topic, values, partition=partition)
+    return orders
+
+
+def orders_stream(spark: Any, bootstrap: str, topic: str, starting: str = "earliest", **opts):
+    from pyspark.sql import functions as F
+
+    reader = (
+        spark.readStream.format("onceflow")
+        .option("kafka.bootstrap.servers", bootstrap)
+        .option("subscribe", topic)
+        .option("startingOffsets", starting)
+    )
+    for key, value in opts.items():
+        reader = reader.option(key, str(value))
+    return (
+        reader.load()
+        .select(F.from_json(F.col("value").cast("string"), ORDER_SCHEMA).alias("o"))
+        .select("o.*")
+    )
+
+
+def expected_totals(orders: list[dict]) -> dict[str, tuple[int, int]]:
+    totals: dict[str, tuple[int, int]] = {}
+    for order in orders:
+        revenue, count = totals.get(order["store"], (0, 0))
+        totals[order["store"]] = (revenue + order["amount"], count + 1)
+    return totals
+
+
+def sqlite_rows(path: str, sql: str) -> list[tuple]:
+    with sqlite3.connect(path) as conn:
+        return conn.execute(sql).fetchall()
