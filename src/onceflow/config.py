@@ -164,11 +164,11 @@ class BrokerConfig:
         return self.values[name]
 
     def topic_default(self, name: str) -> Any:
+        if name in self.values:  # a topic config given broker-wide, e.g. segment.bytes
+            return self.values[name]
         broker_key = TOPIC_DEFAULT_FROM_BROKER.get(name)
         if broker_key is not None:
             return self.values[broker_key]
-        if name in self.values:
-            return self.values[name]
         return TOPIC_CONFIGS[name].default
 
 
