@@ -12,6 +12,7 @@ from pathlib import Path
 import onceflow.broker.handlers  # noqa: F401  (registers every API handler)
 from onceflow.broker.connection import Connection
 from onceflow.config import BrokerConfig
+from onceflow.coordinator.group import GroupCoordinator
 from onceflow.coordinator.producer_ids import ProducerIdManager
 from onceflow.coordinator.transaction import TransactionCoordinator
 from onceflow.log.manager import LogManager
@@ -40,7 +41,8 @@ class Broker:
         # Coordinators are started in this order after the logs load (the group
         # coordinator first: transaction recovery completes pending offset commits).
         self.coordinators: list = []
-        self.groups = None  # GroupCoordinator (onceflow.coordinator.group)
+        self.groups: GroupCoordinator | None = GroupCoordinator(self)
+        self.coordinators.append(self.groups)
         self._server: asyncio.Server | None = None
         self._connections: set[asyncio.Task[None]] = set()
         # Last, so that it starts after the group coordinator.

@@ -1,0 +1,225 @@
+"""JoinGroup, SyncGroup, Heartbeat, LeaveGroup, ListGroups, DescribeGroups, DeleteGroups."""
+
+from __future__ import annotations
+
+import datetime
+from typing import Any
+
+from onceflow.broker.context import RequestContext
+from onceflow.broker.registry import handles
+from onceflow.coordinator.group import GroupCoordinator
+from onceflow.coordinator.group_metadata import GroupState
+from onceflow.protocol.codec import build, element
+from onceflow.protocol.errors import ErrorCode, KafkaError
+
+NO_THROTTLE = datetime.timedelta(0)
+NO_AUTHORIZED_OPERATIONS = -(2**31)
+# READ, DELETE and DESCRIBE (AclOperation codes 3, 6, 8): everything, as there are no ACLs
+GROUP_AUTHORIZED_OPERATIONS = (1 << 3) | (1 << 6) | (1 << 8)
+
+
+def coordinator(ctx: RequestContext) -> GroupCoordinator:
+    groups = ctx.broker.groups
+    if groups is None:
+        raise KafkaError(ErrorCode.coordinator_not_available, "no group coordinator")
+    return groups
+
+
+def milliseconds(value: datetime.timedelta | int) -> int:
+    if isinstance(value, datetime.timedelta):
+        return round(value.total_seconds() * 1000)
+    return int(value)
+
+
+def client_host(ctx: RequestContext) -> str:
+    return "/" + ctx.peer.rsplit(":", 1)[0]
+
+
+@handles(11, 0, 9)
+async def join_group(ctx: RequestContext, request: Any) -> Any:
+    cls = ctx.response_class
+    session_timeout = milliseconds(request.session_timeout)
+    rebalance_timeout = milliseconds(getattr(request, "rebalance_timeout", request.session_timeout))
+    result = await coordinator(ctx).join_group(
+        request.group_id,
+        request.member_id,
+        getattr(request, "group_instance_id", None),
+        ctx.header.client_id or "",
+        client_host(ctx),
+        session_timeout,
+        rebalance_timeout,
+        request.protocol_type,
+        [(protocol.name, protocol.metadata) for protocol in request.protocols],
+        require_known_member_id=ctx.version >= 4,
+        reason=getattr(request, "reason", None),
+    )
+    member_cls = element(cls, "members")
+    protocol_name = result.protocol_name
+    if protocol_name is None and ctx.version < 7:
+        protocol_name = ""  # not nullable before v7
+    return build(
+        cls,
+        throttle_time=NO_THROTTLE,
+        error_code=result.error,
+        generation_id=result.generation_id,
+        protocol_type=result.protocol_type,
+        protocol_name=protocol_name,
+        leader=result.leader_id,
+        skip_assignment=result.skip_assignment,
+        member_id=result.member_id,
+        members=tuple(
+            build(member_cls, member_id=member_id, group_instance_id=instance_id, metadata=data)
+            for member_id, instance_id, data in result.members
+        ),
+    )
+
+
+@handles(14, 0, 5)
+async def sync_group(ctx: RequestContext, request: Any) -> Any:
+    result = await coordinator(ctx).sync_group(
+        request.group_id,
+        request.generation_id,
+        request.member_id,
+        getattr(request, "group_instance_id", None),
+        getattr(request, "protocol_type", None),
+        getattr(request, "protocol_name", None),
+        {item.member_id: item.assignment for item in request.assignments},
+    )
+    return build(
+        ctx.response_class,
+        throttle_time=NO_THROTTLE,
+        error_code=result.error,
+        protocol_type=result.protocol_type,
+        protocol_name=result.protocol_name,
+        assignment=result.assignment,
+    )
+
+
+@handles(12, 0, 4)
+async def heartbeat(ctx: RequestContext, request: Any) -> Any:
+    code = coordinator(ctx).heartbeat(
+        request.group_id,
+        request.member_id,
+        getattr(request, "group_instance_id", None),
+        request.generation_id,
+    )
+    return build(ctx.response_class, throttle_time=NO_THROTTLE, error_code=code)
+
+
+@handles(13, 0, 5)
+async def leave_group(ctx: RequestContext, request: Any) -> Any:
+    cls = ctx.response_class
+    if ctx.version < 3:
+        leaving = [(request.member_id, None)]
+    else:
+        leaving = [(member.member_id, member.group_instance_id) for member in request.members]
+    top, results = coordinator(ctx).leave_group(request.group_id, leaving)
+    if ctx.version < 3:
+        code = top
+        if code == ErrorCode.none and results:
+            code = results[0][2]
+        return build(cls, throttle_time=NO_THROTTLE, error_code=code)
+    member_cls = element(cls, "members")
+    return build(
+        cls,
+        throttle_time=NO_THROTTLE,
+        error_code=top,
+        members=tuple(
+            member_cls(member_id=member_id, group_instance_id=instance_id, error_code=code)
+            for member_id, instance_id, code in results
+        ),
+    )
+
+
+@handles(16, 0, 5)
+async def list_groups(ctx: RequestContext, request: Any) -> Any:
+    cls = ctx.response_class
+    groups = coordinator(ctx).list_groups(
+        list(getattr(request, "states_filter", ()) or ()),
+        list(getattr(request, "types_filter", ()) or ()),
+    )
+    group_cls = element(cls, "groups")
+    return build(
+        cls,
+        throttle_time=NO_THROTTLE,
+        error_code=ErrorCode.none,
+        groups=tuple(
+            build(
+                group_cls,
+                group_id=group.group_id,
+                protocol_type=group.protocol_type or "",
+                group_state=group.state.value,
+                group_type="classic",
+            )
+            for group in groups
+        ),
+    )
+
+
+@handles(15, 0, 5)
+async def describe_groups(ctx: RequestContext, request: Any) -> Any:
+    cls = ctx.response_class
+    group_cls = element(cls, "groups")
+    member_cls = element(group_cls, "members")
+    groups = coordinator(ctx)
+    operations = (
+        GROUP_AUTHORIZED_OPERATIONS
+        if getattr(request, "include_authorized_operations", False)
+        else NO_AUTHORIZED_OPERATIONS
+    )
+    described = []
+    for group_id in request.groups:
+        group = groups.describe_group(group_id)
+        if group is None:
+            described.append(
+                build(
+                    group_cls,
+                    error_code=ErrorCode.none,
+                    group_id=group_id,
+                    group_state=GroupState.DEAD.value,
+                    protocol_type="",
+                    protocol_data="",
+                    members=(),
+                    authorized_operations=operations,
+                )
+            )
+            continue
+        stable = group.is_(GroupState.STABLE)
+        described.append(
+            build(
+                group_cls,
+                error_code=ErrorCode.none,
+                group_id=group.group_id,
+                group_state=group.state.value,
+                protocol_type=group.protocol_type or "",
+                protocol_data=(group.protocol_name or "") if stable else "",
+                members=tuple(
+                    build(
+                        member_cls,
+                        member_id=member.member_id,
+                        group_instance_id=member.group_instance_id,
+                        client_id=member.client_id,
+                        client_host=member.client_host,
+                        member_metadata=member.metadata_for(group.protocol_name) if stable else b"",
+                        member_assignment=member.assignment if stable else b"",
+                    )
+                    for member in group.members.values()
+                ),
+                authorized_operations=operations,
+            )
+        )
+    return build(cls, throttle_time=NO_THROTTLE, groups=tuple(described))
+
+
+@handles(42, 0, 2)
+async def delete_groups(ctx: RequestContext, request: Any) -> Any:
+    cls = ctx.response_class
+    result_cls = element(cls, "results")
+    results = await coordinator(ctx).delete_groups(list(request.groups_names))
+    return build(
+        cls,
+        throttle_time=NO_THROTTLE,
+        results=tuple(
+            result_cls(group_id=group_id, error_code=code) for group_id, code in results.items()
+        ),
+    )

@@ -1,0 +1,153 @@
+"""OffsetCommit, OffsetFetch (per-group and group-batched forms) and OffsetDelete."""
+
+from __future__ import annotations
+
+import datetime
+from typing import Any
+
+from onceflow.broker.context import RequestContext
+from onceflow.broker.handlers.groups import coordinator
+from onceflow.broker.registry import handles
+from onceflow.protocol.codec import build, element
+from onceflow.protocol.errors import ErrorCode
+
+NO_THROTTLE = datetime.timedelta(0)
+
+
+def _by_topic(results: dict[tuple[str, int], Any]) -> dict[str, list[tuple[int, Any]]]:
+    topics: dict[str, list[tuple[int, Any]]] = {}
+    for (topic, partition), value in results.items():
+        topics.setdefault(topic, []).append((partition, value))
+    return topics
+
+
+@handles(8, 2, 9)
+async def offset_commit(ctx: RequestContext, request: Any) -> Any:
+    cls = ctx.response_class
+    topic_cls = element(cls, "topics")
+    partition_cls = element(topic_cls, "partitions")
+    offsets = {
+        (topic.name, partition.partition_index): (
+            partition.committed_offset,
+            getattr(partition, "committed_leader_epoch", -1),
+            partition.committed_metadata,
+        )
+        for topic in request.topics
+        for partition in topic.partitions
+    }
+    results = await coordinator(ctx).commit_offsets(
+        request.group_id,
+        request.member_id,
+        getattr(request, "group_instance_id", None),
+        request.generation_id_or_member_epoch,
+        offsets,
+    )
+    return build(
+        cls,
+        throttle_time=NO_THROTTLE,
+        topics=tuple(
+            topic_cls(
+                name=name,
+                partitions=tuple(
+                    partition_cls(partition_index=partition, error_code=code)
+                    for partition, code in partitions
+                ),
+            )
+            for name, partitions in _by_topic(results).items()
+        ),
+    )
+
+
+def _fetch_topics(
+    ctx: RequestContext, topic_cls: type, group_id: str, topics: Any, require_stable: bool
+) -> tuple:
+    partition_cls = element(topic_cls, "partitions")
+    wanted = None
+    if topics is not None:
+        wanted = [
+            (topic.name, partition)
+            for topic in topics
+            for partition in getattr(topic, "partition_indexes", ())
+        ]
+    answers = coordinator(ctx).fetch_offsets(group_id, wanted, require_stable)
+    by_topic: dict[str, list[Any]] = {}
+    for (topic, partition), offset, epoch, metadata, code in answers:
+        by_topic.setdefault(topic, []).append(
+            build(
+                partition_cls,
+                partition_index=partition,
+                committed_offset=offset,
+                committed_leader_epoch=epoch,
+                metadata=metadata,
+                error_code=code,
+            )
+        )
+    return tuple(topic_cls(name=name, partitions=tuple(p)) for name, p in by_topic.items())
+
+
+@handles(9, 1, 9)
+async def offset_fetch(ctx: RequestContext, request: Any) -> Any:
+    cls = ctx.response_class
+    require_stable = bool(getattr(request, "require_stable", False))
+    if ctx.version >= 8:
+        group_cls = element(cls, "groups")
+        topic_cls = element(group_cls, "topics")
+        return build(
+            cls,
+            throttle_time=NO_THROTTLE,
+            groups=tuple(
+                group_cls(
+                    group_id=group.group_id,
+                    topics=_fetch_topics(
+                        ctx, topic_cls, group.group_id, group.topics, require_stable
+                    ),
+                    error_code=ErrorCode.none,
+                )
+                for group in request.groups
+            ),
+        )
+    topic_cls = element(cls, "topics")
+    return build(
+        cls,
+        throttle_time=NO_THROTTLE,
+        topics=_fetch_topics(ctx, topic_cls, request.group_id, request.topics, require_stable),
+        error_code=ErrorCode.none,
+    )
+
+
+@handles(47, 0, 0)
+async def offset_delete(ctx: RequestContext, request: Any) -> Any:
+    cls = ctx.response_class
+    topic_cls = element(cls, "topics")
+    partition_cls = element(topic_cls, "partitions")
+    logs = ctx.broker.logs
+    results: dict[tuple[str, int], ErrorCode] = {}
+    known = []
+    for topic in request.topics:
+        for partition in topic.partitions:
+            key = (topic.name, partition.partition_index)
+            log_topic = logs.topics.get(topic.name)
+            if log_topic is None or not 0 <= partition.partition_index < len(log_topic.partitions):
+                results[key] = ErrorCode.unknown_topic_or_partition
+            else:
+                known.append(key)
+                results[key] = ErrorCode.none
+    top, deleted = await coordinator(ctx).delete_offsets(request.group_id, known)
+    if top != ErrorCode.none:
+        return build(cls, error_code=top, throttle_time=NO_THROTTLE, topics=())
+    results.update(deleted)
+    return build(
+        cls,
+        error_code=ErrorCode.none,
+        throttle_time=NO_THROTTLE,
+        topics=tuple(
+            topic_cls(
+                name=name,
+                partitions=tuple(
+                    partition_cls(partition_index=partition, error_code=code)
+                    for partition, code in partitions
+                ),
+            )
+            for name, partitions in _by_topic(results).items()
+        ),
+    )
