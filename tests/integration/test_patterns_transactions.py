@@ -118,3 +118,26 @@ def test_inbox_with_kafka_transactions_loses_events(kafka_broker, tmp_path, db):
     lost = output.counts.get("missing", 0)
     assert 0 < lost <= 50, output.counts  # ...but the killed batch never reaches Kafka
     assert output.counts.get("duplicated", 0) == 0
+
+
+def test_at_most_once_loses_the_batch_killed_after_the_commit(kafka_broker, tmp_path):
+    """Commit-before: a kill after the Kafka commit and before the work loses the batch."""
+    bootstrap = kafka_broker.bootstrap
+    _require_group_offsets(bootstrap)
+    produce_events(bootstrap, 500)
+    db_url = f"sqlite:///{tmp_path / 'app.db'}"
+    command = worker_command("at_most_once", bootstrap, db_url, "--idle-exit", "2",
+                             "--batch-size", "50")  # fmt: skip
+    log_path = tmp_path / "worker.log"
+    with open(log_path, "a") as log:
+        crashed = subprocess.run(
+            command, cwd=ROOT, stdout=log, stderr=log, timeout=120,
+            env={**os.environ, "ONCEFLOW_CRASH_AT": "after_kafka_commit:2"},
+        )  # fmt: skip
+        assert crashed.returncode == -9
+        assert (
+            subprocess.run(command, cwd=ROOT, stdout=log, stderr=log, timeout=120).returncode == 0
+        )
+    report = audit_effects(bootstrap, db_url)
+    assert 0 < report.counts.get("missing", 0) <= 50, report.counts
+    assert report.counts.get("duplicated", 0) == 0

@@ -42,7 +42,14 @@ from confluent_kafka import (
     TopicPartition,
 )
 
-from onceflow.patterns.db import ConfigurationError, Database, DatabaseError, Transaction, connect
+from onceflow.patterns.db import (
+    ConfigurationError,
+    Database,
+    DatabaseError,
+    LockTimeout,
+    Transaction,
+    connect,
+)
 from onceflow.patterns.faults import CrashPoints
 from onceflow.patterns.guarantees import CommitTiming, Pattern, Plan, plan
 from onceflow.patterns.inbox import Inbox
@@ -272,8 +279,14 @@ class Runner:
     def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         tps = [(tp.topic, tp.partition) for tp in partitions]
         self._owned.update(tps)
-        if self.offsets is not None:
-            consumer.assign(self._starting_assignment(tps))
+        if self.offsets is None:
+            return
+        assignment = self._starting_assignment(tps)
+        strategy = str(self.config.consumer_config.get("partition.assignment.strategy", ""))
+        if "cooperative" in strategy:
+            consumer.incremental_assign(assignment)
+        else:
+            consumer.assign(assignment)
 
     def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         for tp in partitions:
@@ -287,11 +300,19 @@ class Runner:
             return [
                 TopicPartition(t, p, self._or_reset(committed.get((t, p)))) for t, p in partitions
             ]
-        starts = self.offsets.start_offsets(
-            partitions,
-            self._kafka_committed,
-            on_locked=lambda: self.crash.reached("after_lock_assignment"),
-        )
+        deadline = time.monotonic() + self.config.max_poll_interval_ms / 2000
+        while True:  # block (bounded) until the previous owner's transaction has ended
+            try:
+                starts = self.offsets.start_offsets(
+                    partitions,
+                    self._kafka_committed,
+                    on_locked=lambda: self.crash.reached("after_lock_assignment"),
+                )
+                break
+            except LockTimeout:
+                if time.monotonic() > deadline:
+                    raise
+                log.info("partition rows still locked by the previous owner; waiting")
         assignment = []
         for start in starts:
             offset = start.offset
@@ -477,6 +498,7 @@ class Runner:
                 txn.fail(error, self.consumer, starts)
             except TransactionFailed as failed:
                 log.warning("transaction aborted, batch rewound: %s", failed)
+                time.sleep(self.config.retry_backoff_s)
         except (HandlerFailed, DatabaseError):
             self.stats.aborted += 1
             txn.abort()
