@@ -59,7 +59,8 @@ class TopicMarkers:
     # -- topic ---------------------------------------------------------------------------
 
     def _partition_count(self, admin: Any) -> int | None:
-        metadata = admin.list_topics(self.topic, timeout=self.timeout)
+        # All topics: asking for one topic by name may auto-create it (uncompacted).
+        metadata = admin.list_topics(timeout=self.timeout)
         topic = metadata.topics.get(self.topic)
         if topic is None or topic.error is not None:
             return None
