@@ -299,9 +299,11 @@ class PartitionLog:
         if active.size == 0:
             return
         too_big = active.size + header.size > self.config["segment.bytes"]
+        # Like Kafka: the new batch's timestamp against the segment's first one, so that
+        # historical (old CreateTime) data does not roll a segment per batch.
         too_old = (
             active.created_ms is not None
-            and now_ms() - active.created_ms > self.config["segment.ms"]
+            and header.max_timestamp - active.created_ms > self.config["segment.ms"]
         )
         if too_big or too_old:
             self.roll()
