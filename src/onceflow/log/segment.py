@@ -70,6 +70,7 @@ class LogSegment:
     def _scan(self, position: int, validate: bool) -> Iterator[BatchHeader]:
         chunk = b""
         chunk_start = position
+        expected_offset = self.base_offset  # offsets only grow (compaction leaves gaps)
         while position + HEADER_SIZE <= self.size:
             relative = position - chunk_start
             if relative + HEADER_SIZE > len(chunk):
@@ -83,6 +84,11 @@ class LogSegment:
             if position + header.size > self.size:
                 return
             if validate:
+                # A stale but intact batch (old bytes past the real end) is torn too:
+                # accepting it would move the log end offset backwards.
+                if header.base_offset < expected_offset or header.last_offset_delta < 0:
+                    return
+                expected_offset = header.next_offset
                 if relative + header.size <= len(chunk):
                     intact = check_crc(chunk, header)
                 else:
