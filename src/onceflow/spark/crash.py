@@ -6,9 +6,11 @@ Armed only through the environment, so it reaches executor and driver Python wor
     ONCEFLOW_SPARK_CRASH_AT="kafka.after_task_commit@1/0"  # batch 1, task partition 0
     ONCEFLOW_SPARK_CRASH_PGID=12345                        # kill this process group
 
-Without ``ONCEFLOW_SPARK_CRASH_PGID`` the reaching process kills itself. A test runs the
-query in a subprocess started in its own session and sets the group id to that session,
-so the crash takes down the whole driver (Python driver, JVM) like a machine failure.
+``ONCEFLOW_SPARK_CRASH_FILE`` names a file that gets one line per crash (worker stderr is
+lost with the JVM). Without ``ONCEFLOW_SPARK_CRASH_PGID`` the reaching process kills
+itself. A test runs the query in a subprocess started in its own session and sets the
+group id to that session, so the crash takes down the whole driver (Python driver, JVM)
+like a machine failure.
 Steps: ``database.after_stage``, ``database.before_commit``, ``database.after_commit``,
 ``kafka.after_task_commit``, ``kafka.before_commit``.
 """
@@ -21,6 +23,7 @@ import sys
 
 ENV_VAR = "ONCEFLOW_SPARK_CRASH_AT"
 PGID_VAR = "ONCEFLOW_SPARK_CRASH_PGID"
+FILE_VAR = "ONCEFLOW_SPARK_CRASH_FILE"  # optional: append a line here before the kill
 
 
 def _armed(spec: str, step: str, batch_id: int | None, partition: int | None) -> bool:
@@ -43,11 +46,13 @@ def reached(step: str, batch_id: int | None = None, partition: int | None = None
     spec = os.environ.get(ENV_VAR)
     if not spec or not _armed(spec, step, batch_id, partition):
         return
-    print(
-        f"onceflow spark crash point: SIGKILL at {step} batch={batch_id} partition={partition}",
-        file=sys.stderr,
-        flush=True,
-    )
+    line = f"onceflow spark crash point: SIGKILL at {step} batch={batch_id} partition={partition}"
+    print(line, file=sys.stderr, flush=True)
+    if os.environ.get(FILE_VAR):
+        with open(os.environ[FILE_VAR], "a", encoding="utf-8") as file:
+            file.write(line + "\n")
+            file.flush()
+            os.fsync(file.fileno())
     group = os.environ.get(PGID_VAR)
     if group:
         os.killpg(int(group), signal.SIGKILL)

@@ -1,0 +1,104 @@
+"""Pure logic of the sinks: replay decisions, offset log parsing, SQL, options, murmur2."""
+
+from __future__ import annotations
+
+import pytest
+from pyspark.sql.types import LongType, StringType, StructField, StructType
+
+from onceflow.spark.checkpoint import CheckpointError, batch_offsets, local_path
+from onceflow.spark.crash import _armed
+from onceflow.spark.database_sink import (
+    DatabaseSinkError,
+    OffsetConflict,
+    parse_database_options,
+    plan_batch,
+)
+from onceflow.spark.kafka_sink import KafkaSinkError, parse_kafka_options
+from onceflow.spark.murmur2 import kafka_partition, murmur2
+from onceflow.spark.sink_tables import SinkTable, SinkTableError
+
+A0, A1 = ("a", 0), ("a", 1)
+
+
+def test_plan_batch_commits_new_offsets():
+    assert plan_batch({}, None, {A0: 10})
+    assert plan_batch({A0: 10}, {A0: 10}, {A0: 20})
+    assert plan_batch({A0: 10, A1: 5}, {A0: 10, A1: 5}, {A0: 10, A1: 9})  # one grows
+
+
+def test_plan_batch_replay_is_a_no_op():
+    assert not plan_batch({A0: 20}, {A0: 10}, {A0: 20})  # same batch again
+    assert not plan_batch({A0: 20, A1: 7}, None, {A0: 10, A1: 7})  # deleted checkpoint
+    assert not plan_batch({A0: 20}, {A1: 0}, {A0: 20, A1: 0})  # new empty partition
+
+
+def test_plan_batch_refuses_overlaps():
+    with pytest.raises(OffsetConflict, match="a-0"):
+        plan_batch({A0: 20}, {A0: 10}, {A0: 30})  # straddles the stored offset
+    with pytest.raises(OffsetConflict):
+        plan_batch({A0: 20, A1: 5}, None, {A0: 10, A1: 9})  # behind on one, ahead on other
+
+
+def test_offset_log_parsing(tmp_path):
+    offsets = tmp_path / "offsets"
+    offsets.mkdir()
+    (offsets / "3").write_text('v1\n{"batchWatermarkMs":0}\n{"t":{"0":5,"1":7}}\n-\n')
+    (offsets / "4").write_text('v1\n{"batchWatermarkMs":0}\n12\n')
+    assert batch_offsets(str(tmp_path), 3) == {("t", 0): 5, ("t", 1): 7}
+    assert batch_offsets(f"file://{tmp_path}", 4) is None  # not a Kafka source
+    with pytest.raises(CheckpointError):
+        batch_offsets(str(tmp_path), 5)
+    with pytest.raises(CheckpointError, match="local"):
+        local_path("s3a://bucket/cp")
+
+
+def test_crash_point_matching():
+    assert _armed("database.after_commit@2", "database.after_commit", 2, 0)
+    assert not _armed("database.after_commit@2", "database.after_commit", 1, 0)
+    assert _armed("x@1/0,kafka.after_task_commit@2/1", "kafka.after_task_commit", 2, 1)
+    assert not _armed("kafka.after_task_commit@2/1", "kafka.after_task_commit", 2, 0)
+
+
+SCHEMA = StructType(
+    [
+        StructField("store", StringType()),
+        StructField("revenue", LongType()),
+        StructField("orders", LongType()),
+    ]
+)
+
+
+def test_sink_table_modes():
+    table = SinkTable.build("store_revenue", SCHEMA, "accumulate", ("store",), "postgresql")
+    sql = table.promote_sql(2)
+    assert "SUM(" in sql and "ON CONFLICT" in sql and "COALESCE(onceflow_target" in sql
+    assert "ROW_NUMBER()" in SinkTable.build(
+        "t", SCHEMA, "upsert", ("store",), "sqlite"
+    ).promote_sql(1)
+    with pytest.raises(SinkTableError, match="keyColumns"):
+        SinkTable.build("t", SCHEMA, "upsert", (), "sqlite")
+    with pytest.raises(SinkTableError, match="accumulate"):
+        SinkTable.build("t", SCHEMA, "accumulate", ("revenue",), "sqlite")  # store is text
+    with pytest.raises(SinkTableError):
+        SinkTable.build("x; drop table y", SCHEMA, "append", (), "sqlite")
+
+
+def test_options():
+    with pytest.raises(DatabaseSinkError, match="checkpointLocation"):
+        parse_database_options({"url": "sqlite:///x", "table": "t", "sinkid": "s"}, True)
+    with pytest.raises(DatabaseSinkError, match="unknown"):
+        parse_database_options({"url": "sqlite:///x", "table": "t", "tabel": "t"}, False)
+    with pytest.raises(KafkaSinkError, match=r"transactional\.id"):
+        parse_kafka_options(
+            {"kafka.bootstrap.servers": "h:1", "sinkid": "s", "kafka.transactional.id": "x"}, True
+        )
+    options = parse_kafka_options({"kafka.bootstrap.servers": "h:1", "sinkId": "s"}, True)
+    assert options.producer_config["partitioner"] == "murmur2_random"
+
+
+def test_murmur2_matches_kafka():
+    # Vectors from Kafka's UtilsTest.testMurmur2.
+    assert murmur2(b"21") == -973932308
+    assert murmur2(b"a-little-bit-long-string") == -985981536
+    assert murmur2(b"lkjh234lh9fiuh90y23oiuhsafujhadof229phr9h19h89h8") == -58897971
+    assert 0 <= kafka_partition(b"store-7", 12) < 12
