@@ -74,12 +74,18 @@ def build(args: argparse.Namespace) -> Runner:
         group_id=args.group,
         topics=["input"],
         database_url=args.db if mode in USES_DB else None,
-        assign=not args.subscribe,
+        assign=args.assign,
         transactional_id=args.txn_id,
         dead_letter_topic="dlq",
         batch_size=args.batch_size,
         idle_exit_s=args.idle_exit,
-        consumer_config={"session.timeout.ms": 6000, "fetch.wait.max.ms": 50},
+        max_poll_interval_ms=60_000,
+        consumer_config={
+            "session.timeout.ms": 6000,
+            "fetch.wait.max.ms": 50,
+            # static membership: a restarted worker takes its predecessor's place at once
+            "group.instance.id": args.instance,
+        },
         **settings,
     )
     runner = Runner(config, handle)
@@ -100,7 +106,8 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--txn-id", default="worker-txn")
     parser.add_argument("--batch-size", type=int, default=100)
     parser.add_argument("--idle-exit", type=float, default=3.0)
-    parser.add_argument("--subscribe", action="store_true")
+    parser.add_argument("--assign", action="store_true", help="assign, not subscribe")
+    parser.add_argument("--instance", default="worker-1", help="group.instance.id")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")  # fmt: skip
