@@ -102,6 +102,33 @@ def broker(
         raise click.ClickException(f"cannot start broker: {error}") from None
 
 
+@main.command()
+@click.option(
+    "--data-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=Path(".demo/broker"),
+    show_default=True,
+    help="Broker data directory (kept between runs).",
+)
+@click.option("--records", default=3000, show_default=True, help="Records to produce.")
+@click.option("--partitions", default=3, show_default=True, help="Partitions of the topic.")
+def demo(data_dir: Path, records: int, partitions: int) -> None:
+    """Quick broker demo: idempotent producer, embedded broker, consumer, order checks.
+
+    (The full exactly-once Spark pipeline demo is `make demo`.)
+    """
+    from rich.console import Console
+
+    from onceflow.demo import print_summary, run_demo
+
+    console = Console()
+    with console.status("starting a broker, producing and consuming..."):
+        result = run_demo(data_dir, records=records, partitions=partitions)
+    print_summary(result, console, data_dir)
+    if not result.ok:
+        raise SystemExit(1)
+
+
 def _register_transactions() -> None:
     from onceflow.transactions_cli import transactions_command
 

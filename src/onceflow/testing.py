@@ -60,6 +60,7 @@ class BrokerProcess:
         ]
         for key, value in self.config.items():
             command += ["--config", f"{key}={value}"]
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
         log_file = open(self.log_path, "a")  # noqa: SIM115  (kept open for the child)
         self.process = subprocess.Popen(
             command,
