@@ -30,7 +30,24 @@ def main() -> None:
     """Exactly-once Kafka pipelines for Python and PySpark."""
 
 
+def _list_apis(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
+    if not value or ctx.resilient_parsing:
+        return
+    from onceflow.broker.apis import markdown_table
+
+    click.echo(markdown_table())
+    ctx.exit()
+
+
 @main.command()
+@click.option(
+    "--list-apis",
+    is_flag=True,
+    expose_value=False,
+    is_eager=True,
+    callback=_list_apis,
+    help="Print the Kafka APIs and versions this broker serves (Markdown) and exit.",
+)
 @click.option(
     "--data-dir",
     type=click.Path(file_okay=False, path_type=Path),
