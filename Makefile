@@ -7,7 +7,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 PYTEST_WORKERS ?= 2
 
-.PHONY: demo test lint unit integration system-deps venv bench clean
+.PHONY: demo broker-demo test lint unit integration system-deps venv bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -24,6 +24,10 @@ system-deps:
 
 demo: venv system-deps
 	$(BIN)/python examples/orders/demo.py
+
+# A quick look at the embedded broker alone: produce, consume, order checks (seconds).
+broker-demo: venv
+	$(BIN)/python -m onceflow demo
 
 test: venv system-deps
 	$(BIN)/ruff check src tests benchmarks examples
