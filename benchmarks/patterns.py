@@ -9,14 +9,18 @@ broker unless --bootstrap is given), with the same JSON events:
 * ``db``: decode the event, insert one row into a database table. Modes: at_least_once
   (commit after), db_offsets, inbox, inbox + outbox (rows for a relay).
 * ``kafka``: decode the event, produce it to an output topic. Modes: at_least_once
-  (idempotent producer flushed before the commit), kafka_transactions, and Quix Streams
-  doing the same (``processing_guarantee="at-least-once"`` and ``"exactly-once"``).
+  (idempotent producer flushed before the commit), kafka_transactions, inbox + outbox
+  (rows written in the database transaction) followed by the relay publishing them, and
+  Quix Streams doing the same (``processing_guarantee="at-least-once"`` and
+  ``"exactly-once"``).
 
 records/s is measured from the first record handled to the end of the run (the final
-commit included). Ratios are printed against at_least_once of the same workload and, for
-Kafka transactions, against Quix Streams exactly-once. Quix Streams runs in its own
-interpreter (``--quix-python``, default: this one if it imports quixstreams, else
-/tmp/quixvenv/bin/python) because it pins an older confluent-kafka.
+commit included); each mode runs ``--repeats`` times on fresh topics and the median is
+kept (the machine is shared: spreads are printed). Ratios are printed against
+at_least_once of the same workload and, for Kafka transactions, against Quix Streams
+exactly-once. Quix Streams runs in its own interpreter (``--quix-python``, default: this
+one if it imports quixstreams, else /tmp/quixvenv/bin/python) because it pins an older
+confluent-kafka.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -61,7 +66,9 @@ def produce(bootstrap: str, topic: str, records: int) -> None:
     producer.flush(60)
 
 
-def run_onceflow(bootstrap: str, name: str, records: int, db_url: str | None, **settings) -> float:
+def run_onceflow(
+    bootstrap: str, name: str, records: int, db_url: str | None, produce_out: bool, **settings
+) -> float:
     topic = f"in-{name}"
     create_topics(bootstrap, topic, f"out-{name}")
     produce(bootstrap, topic, records)
@@ -79,7 +86,7 @@ def run_onceflow(bootstrap: str, name: str, records: int, db_url: str | None, **
         if ctx.tx is not None:
             ctx.tx.execute(f"INSERT INTO rows_{name} (event_id, n) VALUES (?, ?)",
                            (event["id"], event["n"]))  # fmt: skip
-        else:
+        if produce_out:
             ctx.produce(f"out-{name}", record.raw_value, key=record.key)
         state["count"] += 1
         if state["count"] >= records:
@@ -102,6 +109,26 @@ def run_onceflow(bootstrap: str, name: str, records: int, db_url: str | None, **
     if state["count"] < records:
         raise RuntimeError(f"{name}: handled {state['count']} of {records}")
     return records / (time.perf_counter() - state["first"])
+
+
+def run_relay(bootstrap: str, db_url: str, records: int) -> float:
+    """Publish the outbox rows the inbox+outbox runs left (at least ``records``)."""
+    from onceflow.patterns import Outbox, Relay, RelayConfig
+
+    with connect(db_url) as db:
+        outbox = Outbox(db)
+        outbox.create_schema()
+        backlog = outbox.backlog()
+        if backlog < records:
+            raise RuntimeError(f"outbox holds {backlog} rows, expected {records}")
+        relay = Relay(db, outbox, RelayConfig(bootstrap, batch_size=2000, shards_per_cycle=16))
+        started = time.perf_counter()
+        while relay.run_once():
+            pass
+        elapsed = time.perf_counter() - started
+        if outbox.backlog():
+            raise RuntimeError("relay stopped with a backlog")
+    return backlog / elapsed
 
 
 QUIX_SCRIPT = textwrap.dedent(
@@ -165,6 +192,7 @@ def main() -> int:
     parser.add_argument("--bootstrap", help="use this broker instead of an embedded one")
     parser.add_argument("--database-url", help="default: a temporary SQLite file")
     parser.add_argument("--quix-python", help="interpreter with quixstreams installed")
+    parser.add_argument("--repeats", type=int, default=3, help="runs per mode (median)")
     args = parser.parse_args()
 
     broker = None
@@ -180,37 +208,45 @@ def main() -> int:
     n = args.records
     results: dict[str, float | str] = {}
 
-    def measure(label: str, function, *fargs, **fkwargs) -> None:
+    def measure(label: str, function, *fargs, repeats: int = args.repeats, **fkwargs) -> None:
+        """Median of ``repeats`` runs; an argument "@name" becomes a per-run topic name."""
+        rates = []
         try:
-            results[label] = function(*fargs, **fkwargs)
-            print(f"  {label:<34} {results[label]:>10,.0f} records/s", flush=True)
+            for run in range(repeats):
+                run_args = [f"{a[1:]}{run}" if isinstance(a, str) and a.startswith("@") else a
+                            for a in fargs]  # fmt: skip
+                rates.append(function(*run_args, **fkwargs))
+            results[label] = statistics.median(rates)
+            spread = f"(runs: {', '.join(f'{r:,.0f}' for r in rates)})" if repeats > 1 else ""
+            print(f"  {label:<40} {results[label]:>9,.0f} records/s {spread}", flush=True)
         except Exception as error:  # report and go on: one failing mode is a finding
             results[label] = f"failed: {error}"
-            print(f"  {label:<34} FAILED: {str(error)[:300]}", flush=True)
+            print(f"  {label:<40} FAILED: {str(error)[:300]}", flush=True)
 
     try:
         print(f"records per run: {n}, broker {bootstrap}, database {db_url.split('://')[0]}")
         print("workload db (decode + insert a row):")
-        measure("db/at_least_once", run_onceflow, bootstrap, "db_alo", n, db_url,
+        measure("db/at_least_once", run_onceflow, bootstrap, "@db_alo", n, db_url, False,
                 processing_guarantee="at_least_once")  # fmt: skip
-        measure("db/exactly_once db_offsets", run_onceflow, bootstrap, "db_off", n, db_url,
+        measure("db/exactly_once db_offsets", run_onceflow, bootstrap, "@db_off", n, db_url, False,
                 pattern="db_offsets")  # fmt: skip
-        measure("db/exactly_once inbox", run_onceflow, bootstrap, "db_inbox", n, db_url,
+        measure("db/exactly_once inbox", run_onceflow, bootstrap, "@db_inbox", n, db_url, False,
                 pattern="inbox")  # fmt: skip
         print("workload kafka (decode + produce to an output topic):")
-        measure("kafka/at_least_once", run_onceflow, bootstrap, "k_alo", n, None,
+        measure("kafka/at_least_once", run_onceflow, bootstrap, "@k_alo", n, None, True,
                 processing_guarantee="at_least_once")  # fmt: skip
-        measure("kafka/exactly_once kafka_transactions", run_onceflow, bootstrap, "k_txn", n,
-                None, pattern="kafka_transactions")  # fmt: skip
-        measure("kafka/inbox+outbox (db rows)", run_onceflow, bootstrap, "k_outbox", n, db_url,
-                pattern="inbox", outbox=True)  # fmt: skip
+        measure("kafka/exactly_once kafka_transactions", run_onceflow, bootstrap, "@k_txn", n,
+                None, True, pattern="kafka_transactions")  # fmt: skip
+        measure("kafka/inbox+outbox (db rows)", run_onceflow, bootstrap, "@k_outbox", n,
+                db_url, True, pattern="inbox", outbox=True)  # fmt: skip
+        measure("relay (outbox -> topic)", run_relay, bootstrap, db_url, n, repeats=1)
         python = quix_python(args.quix_python)
         if python is None:
             print("  quixstreams not found (pip install quixstreams, or --quix-python)")
         else:
-            measure("quix/at-least-once", run_quix, python, bootstrap, "q_alo", n,
+            measure("quix/at-least-once", run_quix, python, bootstrap, "@q_alo", n,
                     "at-least-once")  # fmt: skip
-            measure("quix/exactly-once", run_quix, python, bootstrap, "q_eos", n,
+            measure("quix/exactly-once", run_quix, python, bootstrap, "@q_eos", n,
                     "exactly-once")  # fmt: skip
     finally:
         if broker is not None:
@@ -228,6 +264,7 @@ def main() -> int:
     ratio("db/exactly_once inbox", "db/at_least_once")
     ratio("kafka/exactly_once kafka_transactions", "kafka/at_least_once")
     ratio("kafka/inbox+outbox (db rows)", "kafka/at_least_once")
+    ratio("relay (outbox -> topic)", "kafka/at_least_once")
     ratio("kafka/exactly_once kafka_transactions", "quix/exactly-once")
     ratio("kafka/at_least_once", "quix/at-least-once")
     ratio("quix/exactly-once", "quix/at-least-once")
