@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 import zlib
 from collections.abc import Callable
 
@@ -211,3 +212,42 @@ def test_postgresql_partition_row_lock_blocks_the_next_owner(request):
             OffsetStore(second, "g").lock(tx2, "t", 0)
     with second.transaction() as tx2:
         assert OffsetStore(second, "g").lock(tx2, "t", 0) == 7
+
+
+@pytest.mark.parametrize("mode", ["db_offsets", "inbox"])
+def test_two_workers_in_one_group_under_kills(kafka_broker, db_url, tmp_path, mode):
+    """Two workers of one consumer group (rebalances hand partitions over while the other
+    is killed at crash points): the database still holds every event exactly once."""
+    bootstrap = kafka_broker.bootstrap
+    create_topics(bootstrap, "input", "output", "dlq")
+    results: list[object] = []
+
+    def feed() -> None:  # events keep arriving while workers die and rebalance
+        for wave in range(10):
+            produce_events(bootstrap, EVENTS // 10, start=wave * EVENTS // 10)
+            time.sleep(0.6)
+
+    feeder = threading.Thread(target=feed)
+    feeder.start()
+    steps = DB_OFFSETS_STEPS if mode == "db_offsets" else INBOX_STEPS
+
+    def worker(instance: str, seed: int) -> None:
+        try:
+            command = worker_command(mode, bootstrap, db_url, "--idle-exit", "4",
+                                     "--batch-size", "50", "--instance", instance)  # fmt: skip
+            results.append(run_with_kills(command, steps, tmp_path / f"{instance}.log",
+                                          kills=3, max_count=3, seed=seed))  # fmt: skip
+        except BaseException as error:
+            results.append(error)
+
+    threads = [threading.Thread(target=worker, args=(f"w{i}", 10 + i)) for i in (1, 2)]
+    for thread in threads:
+        thread.start()
+    for thread in [*threads, feeder]:
+        thread.join()
+    for result in results:
+        assert not isinstance(result, BaseException), result
+    assert sum(r.kills for r in results) >= 4, results
+    drain = worker_command(mode, bootstrap, db_url, "--idle-exit", "2", "--instance", "w1")
+    run_with_kills(drain, steps, tmp_path / "drain.log", kills=0)  # whatever arrived last
+    _assert_exactly_once(audit_effects(bootstrap, db_url))
