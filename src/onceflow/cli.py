@@ -173,5 +173,14 @@ def _register_relay() -> None:
 _register_relay()
 
 
+def _register_groups() -> None:
+    from onceflow.groups_cli import groups_command
+
+    main.add_command(groups_command)
+
+
+_register_groups()
+
+
 if __name__ == "__main__":
     main()
