@@ -40,8 +40,6 @@ INBOX_STEPS = ("after_consume", "after_begin", "before_db_commit", "after_db_com
 DB_OFFSETS_STEPS = ("after_consume", *offsets.STEPS)
 BASELINE_STEPS = ("after_db_commit", "after_produce")
 
-pytestmark = pytest.mark.xdist_group("patterns")
-
 
 @pytest.fixture(params=["sqlite", "postgresql"])
 def db_url(request, tmp_path) -> str:

@@ -27,7 +27,6 @@ from tests.integration.patterns_harness import (
 )
 
 EVENTS = 2000
-pytestmark = pytest.mark.xdist_group("patterns")
 
 
 def _require_group_offsets(bootstrap: str) -> None:

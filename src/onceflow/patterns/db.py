@@ -30,6 +30,7 @@ Params = Sequence[Any]
 
 DEFAULT_LOCK_TIMEOUT_MS = 10_000
 DEFAULT_STATEMENT_TIMEOUT_MS = 30_000
+SCHEMA_LOCK_KEY = 0x6F6E6365  # "once": advisory lock serializing schema creation
 
 
 class DatabaseError(RuntimeError):
@@ -202,8 +203,15 @@ class Database:
             raise self._translate(error, statement) from error
 
     def script(self, statements: Sequence[str]) -> None:
-        """Run DDL statements in one transaction (idempotent ``CREATE ... IF NOT EXISTS``)."""
+        """Run DDL statements in one transaction (idempotent ``CREATE ... IF NOT EXISTS``).
+
+        Concurrent ``CREATE TABLE IF NOT EXISTS`` races on PostgreSQL (a unique violation
+        in pg_type), so workers starting together serialize on an advisory lock; SQLite's
+        BEGIN IMMEDIATE already does.
+        """
         with self.transaction() as tx:
+            if self.dialect == "postgresql":
+                tx.execute("SELECT pg_advisory_xact_lock(?)", (SCHEMA_LOCK_KEY,))
             for statement in statements:
                 tx.execute(statement)
 
