@@ -182,5 +182,14 @@ def _register_groups() -> None:
 _register_groups()
 
 
+def _register_topics() -> None:
+    from onceflow.topics_cli import topics_command
+
+    main.add_command(topics_command)
+
+
+_register_topics()
+
+
 if __name__ == "__main__":
     main()

@@ -1,0 +1,122 @@
+"""Run a topics command: load the spec, take the lock, plan against the cluster, apply."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from onceflow.topics.cluster import Cluster, TopicsError
+from onceflow.topics.lock import ClusterLock
+from onceflow.topics.plan import (
+    COMMANDS,
+    AddPartitions,
+    AlterConfigs,
+    CreateTopic,
+    DeleteTopic,
+    Plan,
+    diff,
+)
+from onceflow.topics.spec import load
+
+log = logging.getLogger("onceflow.topics")
+
+DESTRUCTIVE = ("delete", "reset")
+
+
+class PlanError(TopicsError):
+    """The plan contains changes that cannot be made; nothing was applied."""
+
+    def __init__(self, plan: Plan) -> None:
+        super().__init__("\n".join(plan.errors))
+        self.plan = plan
+
+
+class ConfirmationRequired(TopicsError):
+    """delete and reset destroy data and need ``yes=True`` (``--yes``)."""
+
+
+def execute(cluster: Cluster, plan: Plan, lock: ClusterLock | None = None) -> None:
+    """Apply a plan's changes in a safe order: delete, create, add partitions, configs."""
+
+    def check() -> None:
+        if lock is not None:
+            lock.check()
+
+    deletes = [change.name for change in plan.of(DeleteTopic)]
+    if deletes:
+        check()
+        cluster.delete(deletes)
+    creates = [change.topic for change in plan.of(CreateTopic)]
+    if creates:
+        check()
+        cluster.create(creates, retry_for=cluster.timeout if deletes else 0.0)
+    totals = {change.name: change.wanted for change in plan.of(AddPartitions)}
+    if totals:
+        check()
+        cluster.add_partitions(totals)
+    configs = {change.name: change.changes for change in plan.of(AlterConfigs)}
+    if configs:
+        check()
+        cluster.alter_configs(configs)
+    plan.applied = True
+
+
+def run(
+    command: str,
+    spec: Any,
+    bootstrap: str,
+    *,
+    env: str | None = None,
+    strict: bool = False,
+    yes: bool = False,
+    lock_timeout: float = 30.0,
+    client_config: dict[str, str] | None = None,
+    on_plan: Callable[[Plan], None] | None = None,
+    on_lock_wait: Callable[[dict[str, Any] | None], None] | None = None,
+) -> Plan:
+    """Run ``command`` (one of COMMANDS) and return its plan (``applied`` once done).
+
+    The spec is validated before anything touches the cluster (SpecError). Every command
+    but ``plan`` holds the cluster lock while it plans and applies; a plan with errors
+    (shrinking partitions, changing the replication factor, undeclared topics under
+    ``strict``) raises PlanError and changes nothing.
+    """
+    if command not in COMMANDS:
+        raise ValueError(f"unknown command {command!r}; one of {', '.join(COMMANDS)}")
+    loaded = load(spec, env)
+    if command in DESTRUCTIVE and not yes:
+        raise ConfirmationRequired(f"{command} deletes topics and their data; confirm with --yes")
+    cluster = Cluster(bootstrap, client_config)
+    if command == "plan":
+        plan = diff(loaded, cluster.state(loaded), command, strict, bootstrap)
+        if on_plan is not None:
+            on_plan(plan)
+        return plan
+    lock = ClusterLock(
+        cluster.client_config,
+        timeout=lock_timeout,
+        command=f"onceflow topics {command} {loaded.source}",
+        on_wait=on_lock_wait,
+    )
+    with lock:
+        plan = diff(loaded, cluster.state(loaded), command, strict, bootstrap)
+        if on_plan is not None:
+            on_plan(plan)
+        if on_plan is None:  # the caller does not show the plan: at least log warnings
+            for warning in plan.warnings:
+                log.warning("%s", warning)
+        if plan.errors:
+            raise PlanError(plan)
+        execute(cluster, plan, lock)
+    return plan
+
+
+def plan(spec: Any, bootstrap: str, **options: Any) -> Plan:
+    """What ``migrate`` would change; changes nothing."""
+    return run("plan", spec, bootstrap, **options)
+
+
+def migrate(spec: Any, bootstrap: str, **options: Any) -> Plan:
+    """Create missing topics, add partitions and align configs; idempotent."""
+    return run("migrate", spec, bootstrap, **options)

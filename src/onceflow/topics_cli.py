@@ -1,0 +1,185 @@
+"""``onceflow topics plan|migrate|create|delete|repartition|reset|align``.
+
+Exit codes: 0 success (with ``--detailed-exitcode``: and nothing to change), 1 errors
+(invalid spec, impossible change, lock timeout, cluster error), 2 changes planned or made
+(only with ``--detailed-exitcode``). confluent-kafka is imported only when a command runs.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import click
+from rich.console import Console
+from rich.markup import escape
+
+HELP = {
+    "plan": "Show what migrate would change, as a diff; change nothing.",
+    "migrate": "Create missing topics, add partitions and align configs (idempotent).",
+    "create": "Create the declared topics that do not exist; leave existing ones alone.",
+    "delete": "Delete the declared topics and their data (needs --yes).",
+    "repartition": "Add partitions to declared topics that have fewer than declared.",
+    "reset": "Delete and re-create the declared topics, losing their data (needs --yes).",
+    "align": "Change the configs of existing topics to the declared values only.",
+}
+
+
+def _client_config(pairs: tuple[str, ...]) -> dict[str, str]:
+    config = {}
+    for pair in pairs:
+        if "=" not in pair:
+            raise click.BadParameter(f"expected key=value, got {pair!r}", param_hint="-X")
+        key, value = pair.split("=", 1)
+        config[key.strip()] = value.strip()
+    return config
+
+
+def _options(function: Any) -> Any:
+    options = [
+        click.option(
+            "--file",
+            "-f",
+            "file",
+            type=click.Path(dir_okay=False, path_type=Path),
+            default=Path("topics.yaml"),
+            show_default=True,
+            help="The topics file.",
+        ),
+        click.option(
+            "--bootstrap",
+            "-b",
+            envvar="ONCEFLOW_BOOTSTRAP",
+            default="127.0.0.1:9092",
+            show_default=True,
+            help="Kafka bootstrap servers (env ONCEFLOW_BOOTSTRAP).",
+        ),
+        click.option(
+            "--env", "env", envvar="ONCEFLOW_ENV", help="Apply this environment's overrides."
+        ),
+        click.option(
+            "--strict", is_flag=True, help="Fail on topics on the cluster that are not declared."
+        ),
+        click.option(
+            "--detailed-exitcode",
+            is_flag=True,
+            help="Exit 0 when nothing changes, 2 when there are changes, 1 on errors.",
+        ),
+        click.option("--yes", "-y", is_flag=True, help="Confirm delete and reset."),
+        click.option(
+            "--lock-timeout",
+            type=float,
+            default=30.0,
+            show_default=True,
+            help="Seconds to wait for another runner's lock before failing.",
+        ),
+        click.option(
+            "--client-config",
+            "-X",
+            multiple=True,
+            metavar="KEY=VALUE",
+            help="librdkafka setting for the admin client (e.g. security.protocol=SSL).",
+        ),
+    ]
+    for option in reversed(options):
+        function = option(function)
+    return function
+
+
+@click.group("topics")
+def topics_command() -> None:
+    """Declarative topics as code: apply a topics.yaml to onceflow's broker or any Kafka."""
+
+
+def _make_command(name: str) -> click.Command:
+    @_options
+    def command(
+        file: Path,
+        bootstrap: str,
+        env: str | None,
+        strict: bool,
+        detailed_exitcode: bool,
+        yes: bool,
+        lock_timeout: float,
+        client_config: tuple[str, ...],
+    ) -> None:
+        raise SystemExit(
+            run_command(
+                name,
+                file,
+                bootstrap,
+                env=env,
+                strict=strict,
+                detailed_exitcode=detailed_exitcode,
+                yes=yes,
+                lock_timeout=lock_timeout,
+                client_config=_client_config(client_config),
+            )
+        )
+
+    command.__doc__ = HELP[name]
+    return click.command(name, help=HELP[name])(command)
+
+
+def run_command(
+    name: str,
+    file: Path,
+    bootstrap: str,
+    *,
+    env: str | None = None,
+    strict: bool = False,
+    detailed_exitcode: bool = False,
+    yes: bool = False,
+    lock_timeout: float = 30.0,
+    client_config: dict[str, str] | None = None,
+    console: Console | None = None,
+    errors: Console | None = None,
+) -> int:
+    """Run one command, print its plan and outcome; return the exit code."""
+    from onceflow.topics import ConfirmationRequired, PlanError, SpecError, TopicsError, run
+    from onceflow.topics.lock import describe_holder
+    from onceflow.topics.plan import render
+
+    console = console or Console(soft_wrap=True)
+    errors = errors or Console(stderr=True, soft_wrap=True)
+
+    def on_wait(holder: dict[str, Any] | None) -> None:
+        errors.print(
+            f"waiting up to {lock_timeout:g} s for the topics lock, held by "
+            f"{escape(describe_holder(holder))}"
+        )
+
+    try:
+        plan = run(
+            name,
+            file,
+            bootstrap,
+            env=env,
+            strict=strict,
+            yes=yes,
+            lock_timeout=lock_timeout,
+            client_config=client_config,
+            on_plan=lambda plan: render(plan, console),
+            on_lock_wait=on_wait,
+        )
+    except SpecError as error:
+        errors.print(f"[bold red]invalid topics file[/bold red] ({len(error.problems)} problems):")
+        for problem in error.problems:
+            errors.print(f"  {escape(str(problem))}")
+        return 1
+    except PlanError:
+        errors.print("[bold red]refused:[/bold red] the plan has errors; nothing was changed")
+        return 1
+    except ConfirmationRequired as error:
+        errors.print(f"[bold red]error:[/bold red] {escape(str(error))}")
+        return 1
+    except TopicsError as error:
+        errors.print(f"[bold red]error:[/bold red] {escape(str(error))}")
+        return 1
+    if plan.applied and plan.has_changes:
+        console.print(f"[bold green]{escape(plan.summary())}[/bold green]")
+    return plan.exit_code(detailed_exitcode)
+
+
+for _name in HELP:
+    topics_command.add_command(_make_command(_name))
