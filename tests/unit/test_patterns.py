@@ -182,3 +182,15 @@ def test_sqlite_writes_from_two_threads_serialize(tmp_path):
     for thread in threads:
         thread.join()
     assert sqlite3.connect(f"{tmp_path}/a.db").execute("SELECT n FROM c").fetchone() == (150,)
+
+
+def test_inbox_claims_a_batch_in_one_statement(tmp_path):
+    db = connect(f"sqlite:///{tmp_path}/a.db")
+    inbox = Inbox(db, "g")
+    inbox.create_schema()
+    with db.transaction() as tx:
+        assert inbox.claim(tx, "e1")
+        new = inbox.claim_many(tx, ["e1", "e2", "e3", "e2", *[f"x{n}" for n in range(900)]])
+    assert new == {"e2", "e3", *[f"x{n}" for n in range(900)]}
+    with db.transaction() as tx:
+        assert inbox.claim_many(tx, ["e3", "e4"]) == {"e4"}

@@ -59,6 +59,26 @@ class Inbox:
         )
         return cursor.rowcount == 1
 
+    def claim_many(self, tx: Transaction, event_ids: list[str]) -> set[str]:
+        """Record a batch of ids in one statement per chunk; returns the ids that are new.
+
+        Uses ``INSERT ... ON CONFLICT DO NOTHING RETURNING`` (PostgreSQL, SQLite >= 3.35).
+        An id repeated inside the batch is returned once: the caller processes its first
+        occurrence only.
+        """
+        new: set[str] = set()
+        unique = list(dict.fromkeys(event_ids))
+        for start in range(0, len(unique), 400):
+            chunk = unique[start : start + 400]
+            rows = tx.fetchall(
+                f"INSERT INTO {self.table} (consumer_group, event_id) VALUES "
+                + ", ".join("(?, ?)" for _ in chunk)
+                + " ON CONFLICT DO NOTHING RETURNING event_id",
+                [value for event_id in chunk for value in (self.group, event_id)],
+            )
+            new.update(row[0] for row in rows)
+        return new
+
     def seen(self, event_id: str) -> bool:
         row = self.db.execute(
             f"SELECT 1 FROM {self.table} WHERE consumer_group = ? AND event_id = ?",

@@ -443,8 +443,11 @@ class Runner:
             self.crash.reached("after_kafka_commit")
 
     def _process_db_offsets(self, tp: TP, messages: list[Message]) -> None:
-        assert self.db is not None and self.offsets is not None
-        if tp not in self._owned or tp in self._paused:
+        assert self.db is not None and self.offsets is not None and self.consumer is not None
+        if tp not in self._owned:
+            return  # revoked: the new owner processes these records
+        if tp in self._paused:  # records fetched before the pause: read them again later
+            rewind(self.consumer, {tp: messages[0].offset()})
             return
         try:
             with self.db.transaction() as tx:
@@ -509,12 +512,18 @@ class Runner:
 
     def _handle_all(self, messages: list[Message], tx: Transaction | None) -> None:
         context = Context(self, tx)
-        for message in messages:
+        fresh: set[str] = set()
+        if self.inbox is not None:
+            assert tx is not None
+            ids = [self.config.event_id(message) for message in messages]
+            fresh = self.inbox.claim_many(tx, ids)
+        for position, message in enumerate(messages):
             if self.inbox is not None:
-                assert tx is not None
-                if not self.inbox.claim(tx, self.config.event_id(message)):
+                event_id = ids[position]
+                if event_id not in fresh:
                     self.stats.duplicates_skipped += 1
                     continue
+                fresh.discard(event_id)  # a second copy in this batch is a duplicate too
             where = (message.topic(), message.partition(), message.offset())
             poison = self._poison.pop(where, None)
             if poison is not None:
