@@ -1,0 +1,103 @@
+"""Both sinks stay exactly-once when the driver is SIGKILLed mid-batch or between the
+sink's commit and Spark's commit: the query is run in a subprocess that kills its whole
+process group at a crash point, restarted on the same checkpoint, and audited."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from onceflow.verify.command import run_verify
+from tests.postgres import postgres_server, postgres_url  # noqa: F401  (fixtures)
+from tests.spark.conftest import create_topic
+from tests.spark.sink_helpers import make_orders
+
+pytestmark = [pytest.mark.spark, pytest.mark.xdist_group("spark"), pytest.mark.slow]
+
+JOB = Path(__file__).with_name("sink_job.py")
+ROOT = JOB.parents[2]
+ORDERS = 120  # 3 batches of maxOffsetsPerTrigger=40
+
+
+def run_job(tmp_path: Path, crash_at: str | None, *args: str) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ONCEFLOW_SPARK_CRASH")}
+    crash_file = tmp_path / "crashes.txt"
+    if crash_at:
+        env["ONCEFLOW_SPARK_CRASH_AT"] = crash_at
+        env["ONCEFLOW_SPARK_CRASH_FILE"] = str(crash_file)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT / "src"), str(ROOT)]))
+    result = subprocess.run(
+        [sys.executable, str(JOB), *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=240,
+        start_new_session=True,  # its own process group: the crash kills all of it
+    )
+    (tmp_path / "job.log").open("a").write(f"--- {crash_at}\n{result.stdout}\n{result.stderr}\n")
+    if crash_at:
+        assert result.returncode == -signal.SIGKILL, result.stderr[-3000:]
+        step, _, where = crash_at.partition("@")
+        assert f"SIGKILL at {step} batch={where.split('/')[0]}" in crash_file.read_text()
+    else:
+        assert result.returncode == 0, result.stderr[-3000:]
+    return result
+
+
+def crash_and_restart(tmp_path: Path, crashes: list[str], *args: str) -> None:
+    """One run per crash point (each must SIGKILL the driver), then one to finish."""
+    for crash_at in crashes:
+        run_job(tmp_path, crash_at, *args)
+    run_job(tmp_path, None, *args)
+
+
+@pytest.mark.parametrize(
+    "database,crashes",
+    [
+        # mid-batch (one task staged), then between the DB commit and Spark's commit
+        ("sqlite", ["database.after_stage@1/1", "database.after_commit@2"]),
+        ("postgresql", ["database.after_commit@1"]),
+    ],
+)
+def test_database_sink_survives_driver_kills(
+    request, kafka_broker, topic, tmp_path, database, crashes
+):
+    if database == "postgresql":
+        url = request.getfixturevalue("postgres_url")
+    else:
+        url = f"sqlite:///{tmp_path / 'out.db'}"
+    bootstrap = kafka_broker.bootstrap
+    make_orders(bootstrap, topic, ORDERS)
+    args = ["--bootstrap", bootstrap, "--topic", topic, "--checkpoint", str(tmp_path / "cp")]
+    args += ["--sink-id", "orders-out", "--database-url", url]
+    crash_and_restart(tmp_path, crashes, *args)
+    report = run_verify(
+        bootstrap, topic, id_field="order_id", key_field="store", database_url=url,
+        table="orders_out", timeout=30,
+    )  # fmt: skip
+    assert report.ok, report.to_json()
+    assert report.sinks[0].records == ORDERS
+
+
+def test_kafka_sink_survives_driver_kills(txn_broker, topic, tmp_path):
+    bootstrap = txn_broker.bootstrap
+    out = f"{topic}-out"
+    create_topic(bootstrap, out, partitions=3)
+    make_orders(bootstrap, topic, ORDERS)
+    args = ["--bootstrap", bootstrap, "--topic", topic, "--checkpoint", str(tmp_path / "cp")]
+    args += ["--sink-id", f"{topic}-confirm", "--output-topic", out]
+    crashes = [
+        "kafka.after_task_commit@1/0",  # mid-batch: task 0 committed, task 1 did not
+        "kafka.before_commit@2",  # every task committed, Spark's commit lost
+    ]
+    crash_and_restart(tmp_path, crashes, *args)
+    report = run_verify(
+        bootstrap, topic, id_field="order_id", key_field="store", output_topic=out, timeout=30
+    )
+    assert report.ok, report.to_json()
+    assert report.sinks[0].records == ORDERS
