@@ -24,6 +24,7 @@ import dataclasses
 import json
 import logging
 import sys
+import time
 
 from onceflow.patterns import Record, Runner, RunnerConfig
 from onceflow.patterns.runner import Context
@@ -61,6 +62,8 @@ def build(args: argparse.Namespace) -> Runner:
         event = record.value
         if not isinstance(event, dict) or "id" not in event:
             raise ValueError(f"not an event: {event!r}")
+        if args.slow_ms:
+            time.sleep(args.slow_ms / 1000)
         if ctx.tx is not None:
             ctx.tx.execute(
                 "INSERT INTO effects (event_id, key, n) VALUES (?, ?, ?)",
@@ -107,6 +110,7 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--batch-size", type=int, default=100)
     parser.add_argument("--idle-exit", type=float, default=3.0)
     parser.add_argument("--assign", action="store_true", help="assign, not subscribe")
+    parser.add_argument("--slow-ms", type=float, default=0, help="sleep per record")
     parser.add_argument("--instance", default="worker-1", help="group.instance.id")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, stream=sys.stderr,

@@ -11,6 +11,8 @@ Every database test runs on SQLite and on a throwaway PostgreSQL server.
 from __future__ import annotations
 
 import json
+import signal
+import subprocess
 import threading
 import time
 import zlib
@@ -23,6 +25,7 @@ from onceflow.patterns.db import LockTimeout, connect
 from onceflow.patterns.offsets import OffsetStore
 from onceflow.patterns.outbox import Outbox
 from tests.integration.patterns_harness import (
+    ROOT,
     audit_effects,
     audit_topic,
     create_topics,
@@ -249,3 +252,52 @@ def test_two_workers_in_one_group_under_kills(kafka_broker, db_url, tmp_path, mo
     drain = worker_command(mode, bootstrap, db_url, "--idle-exit", "2", "--instance", "w1")
     run_with_kills(drain, steps, tmp_path / "drain.log", kills=0)  # whatever arrived last
     _assert_exactly_once(audit_effects(bootstrap, db_url))
+
+
+def test_sigterm_stops_gracefully_without_duplicates(kafka_broker, tmp_path):
+    """SIGTERM finishes the batch and commits before leaving: even at_least_once then
+    restarts without processing anything twice."""
+    bootstrap = kafka_broker.bootstrap
+    create_topics(bootstrap, "input", "output", "dlq")
+    db_url = f"sqlite:///{tmp_path / 'app.db'}"
+    produce_events(bootstrap, EVENTS)
+    command = worker_command("baseline", bootstrap, db_url, "--idle-exit", "2",
+                             "--batch-size", "20", "--slow-ms", "2")  # fmt: skip
+    log_path = tmp_path / "worker.log"
+    with open(log_path, "a") as log:
+        process = subprocess.Popen(command, cwd=ROOT, stdout=log, stderr=log)
+        time.sleep(2.5)
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(60) == 0
+        stats = json.loads(log_path.read_text().splitlines()[-1])["stats"]
+        assert 0 < stats["processed"] < EVENTS, "stopped mid-stream"
+        assert (
+            subprocess.run(command, cwd=ROOT, stdout=log, stderr=log, timeout=120).returncode == 0
+        )
+    _assert_exactly_once(audit_effects(bootstrap, db_url))
+
+
+def test_transactional_relay_under_kills(kafka_broker, tmp_path):
+    """The relay publishing each batch in a Kafka transaction (--transactional-id), killed
+    at every kind of step, including between the Kafka commit and the database commit."""
+    bootstrap = kafka_broker.bootstrap
+    create_topics(bootstrap, "input", "output")
+    db_url = f"sqlite:///{tmp_path / 'app.db'}"
+    events = produce_events(bootstrap, EVENTS)
+    with connect(db_url) as db:
+        outbox = Outbox(db)
+        outbox.create_schema()
+        with db.transaction() as tx:
+            for event in events:
+                outbox.add(tx, "output", event["key"], json.dumps(event))
+    kills = run_with_kills(
+        relay_command(bootstrap, db_url, "--transactional-id", "relay-1", "--batch-size", "100"),
+        relay.STEPS,
+        tmp_path / "relay.log",
+        kills=5,
+        max_count=4,
+        seed=8,
+    )
+    assert kills.kills >= 3, kills
+    report, _ = audit_topic(bootstrap, "output", dedupe=True)
+    _assert_exactly_once(report)
