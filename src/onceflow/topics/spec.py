@@ -32,7 +32,7 @@ from typing import Any
 
 import yaml
 
-from onceflow.config import TOPIC_CONFIGS, ConfigKey, parse_value, render_value
+from onceflow.config import BROKER_CONFIGS, TOPIC_CONFIGS, ConfigKey, parse_value, render_value
 from onceflow.protocol.errors import KafkaError
 
 # Topic configs real Kafka knows that onceflow's broker does not model; accepted in a spec
@@ -265,8 +265,11 @@ class _Checker:
             where = (*path, name)
             key = KNOWN_TOPIC_CONFIGS.get(name)
             if key is None:
-                close = _close_names(name)
-                hint = f" (did you mean {close}?)" if close else ""
+                if name in BROKER_CONFIGS or name.startswith("log."):
+                    hint = " (a broker setting, not a topic config)"
+                else:
+                    close = _close_names(name)
+                    hint = f" (did you mean {close}?)" if close else ""
                 self.fail(where, f"unknown topic config {name!r}{hint}")
                 continue
             if raw is None:
