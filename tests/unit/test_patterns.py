@@ -194,3 +194,22 @@ def test_inbox_claims_a_batch_in_one_statement(tmp_path):
     assert new == {"e2", "e3", *[f"x{n}" for n in range(900)]}
     with db.transaction() as tx:
         assert inbox.claim_many(tx, ["e3", "e4"]) == {"e4"}
+
+
+def _open_database(path: str) -> str:
+    try:
+        with connect(f"sqlite:///{path}"):
+            return "ok"
+    except Exception as error:  # reported back to the parent
+        return repr(error)
+
+
+def test_processes_opening_a_new_sqlite_file_at_once_all_succeed(tmp_path):
+    """Switching a new file to WAL races between processes; SQLite answers 'database is
+    locked' without its busy handler, so connect() retries."""
+    import multiprocessing
+
+    with multiprocessing.get_context("spawn").Pool(6) as pool:
+        for attempt in range(8):
+            path = str(tmp_path / f"race-{attempt}.db")
+            assert pool.map(_open_database, [path] * 6) == ["ok"] * 6

@@ -119,9 +119,24 @@ class Database:
         )
         conn.execute(f"PRAGMA busy_timeout = {int(self.lock_timeout_ms)}")
         if self._parsed.target != ":memory:":
-            conn.execute("PRAGMA journal_mode = WAL")
+            self._enable_wal(conn)
         conn.execute("PRAGMA synchronous = FULL")
         return conn
+
+    def _enable_wal(self, conn: sqlite3.Connection) -> None:
+        # Switching to WAL needs an exclusive lock, and SQLite answers "database is locked"
+        # at once, without its busy handler, while another process opens or recovers the
+        # file (e.g. after a SIGKILL): retry until the lock timeout.
+        deadline = time.monotonic() + self.lock_timeout_ms / 1000
+        while True:
+            try:
+                if conn.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
+                    conn.execute("PRAGMA journal_mode = WAL")
+                return
+            except sqlite3.OperationalError as error:
+                if "locked" not in str(error) or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.05)
 
     def _connect_postgresql(self) -> Any:
         try:
