@@ -84,7 +84,7 @@ def test_transactional_copy_is_exactly_once_under_kills(kafka_broker, tmp_path):
         time.sleep(rng.uniform(1.0, 2.5))
         if copier_kills >= 5:
             code = copier.poll()
-            if code == 0:  # idle for 5 s: everything consumed and committed
+            if code == 0:  # caught up: everything consumed and committed
                 finished = True
                 break
             if code is not None:
