@@ -168,7 +168,7 @@ class ClusterLock:
                 "group.id": LOCK_GROUP,
                 "partition.assignment.strategy": "cooperative-sticky",
                 "session.timeout.ms": self.session_timeout_ms,
-                "heartbeat.interval.ms": max(100, self.session_timeout_ms // 10),
+                "heartbeat.interval.ms": max(100, self.session_timeout_ms // 30),
                 "enable.auto.commit": False,
                 "auto.offset.reset": "latest",
                 "client.id": f"onceflow-topics-lock-{self.identity['owner']}",
@@ -183,27 +183,47 @@ class ClusterLock:
         self._thread = threading.Thread(target=self._poll_loop, name="topics-lock", daemon=True)
         self._thread.start()
         try:
-            if not self._joined.wait(self.join_timeout):
-                detail = f": {self._poll_error}" if self._poll_error else ""
-                raise TopicsError(f"could not join the lock group {LOCK_GROUP}{detail}")
-            deadline = time.monotonic() + self.timeout
-            reported: Any = object()
-            while not self._held.wait(min(1.0, max(0.0, deadline - time.monotonic()))):
-                holder = self.holder()
-                if self.on_wait is not None and holder != reported:
-                    if holder is not None or reported is not None:
-                        self.on_wait(holder)
-                    reported = holder
-                if time.monotonic() >= deadline:
-                    raise LockTimeout(
-                        f"the topics lock is held by {describe_holder(holder)}; gave up after "
-                        f"{self.timeout:g} s (--lock-timeout)",
-                        holder,
-                    )
+            self._wait_for_partition()
             self._announce("held")
         except BaseException:
             self._shutdown()
             raise
+
+    def _wait_for_partition(self) -> None:
+        """Wait until we own partition 0; report the holder meanwhile; honour the timeouts.
+
+        Joining the group is part of the wait: a rebalance completes only when every member
+        has rejoined, so a newcomer may not be placed for a while. Give up after ``timeout``
+        when someone is known to hold the lock; without a known holder, allow the join
+        ``join_timeout`` before calling the group unreachable.
+        """
+        started = time.monotonic()
+        deadline = started + self.timeout
+        join_deadline = started + max(self.join_timeout, self.timeout)
+        reported: Any = object()
+
+        def pause() -> float:
+            remaining = deadline - time.monotonic()
+            return min(1.0, max(0.05, remaining)) if remaining > 0 else 1.0
+
+        while not self._held.wait(pause()):
+            holder = self.holder()
+            if self._held.is_set():
+                return
+            if self.on_wait is not None and holder != reported:
+                if holder is not None or reported is not None:
+                    self.on_wait(holder)
+                reported = holder
+            now = time.monotonic()
+            if now >= deadline and (self._joined.is_set() or holder is not None):
+                raise LockTimeout(
+                    f"the topics lock is held by {describe_holder(holder)}; gave up after "
+                    f"{self.timeout:g} s (--lock-timeout)",
+                    holder,
+                )
+            if now >= join_deadline:
+                detail = f": {self._poll_error}" if self._poll_error else ""
+                raise TopicsError(f"could not join the lock group {LOCK_GROUP}{detail}")
 
     def check(self) -> None:
         """Raise LockLost if the lock was taken away (e.g. our session timed out)."""
@@ -218,8 +238,12 @@ class ClusterLock:
             self._thread.join(5)
         if self._consumer is not None:
             try:
-                self._consumer.close()  # leaves the group: the next runner gets partition 0
-            except KafkaException:
+                # close() alone sends no LeaveGroup for a cooperative member without
+                # partitions (librdkafka): a runner that gave up would stay in the group
+                # until its session timed out, stalling every rebalance, so leave first.
+                self._consumer.unsubscribe()
+                self._consumer.close()  # the next runner gets partition 0
+            except (KafkaException, RuntimeError):
                 pass
         self._consumer = None
         self._thread = None
