@@ -163,7 +163,9 @@ def run_command(
             on_lock_wait=on_wait,
         )
     except SpecError as error:
-        errors.print(f"[bold red]invalid topics file[/bold red] ({len(error.problems)} problems):")
+        count = len(error.problems)
+        problems = f"{count} problem" + ("s" if count != 1 else "")
+        errors.print(f"[bold red]invalid topics file[/bold red] ({problems}):")
         for problem in error.problems:
             errors.print(f"  {escape(str(problem))}")
         return 1
