@@ -55,10 +55,15 @@ def _options(function: Any) -> Any:
             help="Kafka bootstrap servers (env ONCEFLOW_BOOTSTRAP).",
         ),
         click.option(
-            "--env", "env", envvar="ONCEFLOW_ENV", help="Apply this environment's overrides."
+            "--env",
+            "env",
+            envvar="ONCEFLOW_ENV",
+            help="Apply this environment's overrides from the file (env ONCEFLOW_ENV).",
         ),
         click.option(
-            "--strict", is_flag=True, help="Fail on topics on the cluster that are not declared."
+            "--strict",
+            is_flag=True,
+            help="Fail on topics on the cluster that are not declared (__internal ones aside).",
         ),
         click.option(
             "--detailed-exitcode",
@@ -71,14 +76,14 @@ def _options(function: Any) -> Any:
             type=float,
             default=30.0,
             show_default=True,
-            help="Seconds to wait for another runner's lock before failing.",
+            help="Seconds to wait for the cluster lock another run holds (plan takes none).",
         ),
         click.option(
             "--client-config",
             "-X",
             multiple=True,
             metavar="KEY=VALUE",
-            help="librdkafka setting for the admin client (e.g. security.protocol=SSL).",
+            help="librdkafka setting for every client it opens (e.g. security.protocol=SSL).",
         ),
     ]
     for option in reversed(options):
@@ -88,7 +93,12 @@ def _options(function: Any) -> Any:
 
 @click.group("topics")
 def topics_command() -> None:
-    """Declarative topics as code: apply a topics.yaml to onceflow's broker or any Kafka."""
+    """Declarative topics as code: apply a topics.yaml to onceflow's broker or any Kafka.
+
+    Every command validates the whole file first and prints its plan as a diff. Exit
+    codes: 0 success, 1 errors, 2 changes planned or made (only with --detailed-exitcode).
+    The file format and each command: docs/topics.md.
+    """
 
 
 def _make_command(name: str) -> click.Command:

@@ -98,6 +98,9 @@ class ClusterView:
         resource = ConfigResource(ResourceType.TOPIC, topic, incremental_configs=entries)
         self.admin.incremental_alter_configs([resource])[resource].result(timeout=10)
 
+    def groups(self) -> list[str]:
+        return [group.group_id for group in self.admin.list_consumer_groups().result().valid]
+
     def wait_for_group_size(self, group: str, members: int, timeout: float) -> None:
         deadline = time.monotonic() + timeout
         while True:
@@ -430,8 +433,10 @@ def test_repartition_adds_partitions_only_and_warns_about_keyed_data(
     cluster.create("keyed", 2, {"retention.ms": "1000"})
     cluster.create("unkeyed", 2)
     cluster.create("empty", 2)
+    cluster.create("declared", 1)
     produce(kafka_broker.bootstrap, "keyed", [f"customer-{n % 3}".encode() for n in range(10)])
     produce(kafka_broker.bootstrap, "unkeyed", [None] * 4)
+    produce(kafka_broker.bootstrap, "declared", [None] * 2)
     spec = write_spec(
         tmp_path,
         """
@@ -445,30 +450,41 @@ def test_repartition_adds_partitions_only_and_warns_about_keyed_data(
           empty:
             partitions: 3
             keyed_by: customer
+          declared:                 # its newest records carry no key, but it says it is keyed
+            partitions: 2
+            keyed_by: account
           missing:
             partitions: 1
         """,
     )
-    warning = f"  ! warning: keyed holds keyed data (10 records): {KEYS_MOVE}"
+    warnings = [
+        f"  ! warning: keyed holds keyed data (10 records): {KEYS_MOVE}",
+        f"  ! warning: declared holds keyed data (2 records): {KEYS_MOVE}",
+    ]
 
     plan = topics_cli("plan", spec, kafka_broker.bootstrap)
     assert plan.returncode == 0, output(plan)
-    assert any(line.startswith(warning) for line in plan.stdout.splitlines())
-    assert plan.stdout.count("! warning") == 1  # not for unkeyed records nor an empty topic
+    assert [line for line in plan.stdout.splitlines() if "! warning" in line] == [
+        f"{warning} (records already written stay where they are)" for warning in warnings
+    ]  # none for unkeyed records nor for an empty topic
+    assert cluster.groups() == []  # sampling the keys left no consumer group behind
 
     result = topics_cli("repartition", spec, kafka_broker.bootstrap)
     assert result.returncode == 0, output(result)
     lines = result.stdout.splitlines()
-    assert lines[1:4] == [
+    assert lines[1:5] == [
         "  ~ keyed  partitions: 2 → 4",
         "  ~ unkeyed  partitions: 2 → 3",
         "  ~ empty  partitions: 2 → 3",
+        "  ~ declared  partitions: 1 → 2",
     ]
     assert "  · missing: does not exist (create it with migrate)" in lines
-    assert any(line.startswith(warning) for line in lines)
-    assert result.stdout.count("! warning") == 1
-    assert lines[-1] == "Applied: 3 to repartition."
-    assert [cluster.partitions(name) for name in ("keyed", "unkeyed", "empty")] == [4, 3, 3]
+    assert [line for line in lines if "! warning" in line] == [
+        f"{warning} (records already written stay where they are)" for warning in warnings
+    ]
+    assert lines[-1] == "Applied: 4 to repartition."
+    partitions = [cluster.partitions(name) for name in ("keyed", "unkeyed", "empty", "declared")]
+    assert partitions == [4, 3, 3, 2]
     assert cluster.override("keyed", "retention.ms") == "1000"  # configs are align's job
     assert "missing" not in cluster.topics()
     assert cluster.records("keyed") == 10

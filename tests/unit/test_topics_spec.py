@@ -447,6 +447,9 @@ def test_keyed_warning_needs_records():
     assert diff(load(unkeyed), data).warnings == []
     data = ClusterState({"orders": actual("orders", 3, records=5, keyed=True)})
     assert len(diff(load(unkeyed), data).warnings) == 1
+    # keyed_by declares keyed data even when the sampled newest records carry no key
+    sampled_unkeyed = ClusterState({"orders": actual("orders", 3, records=5, keyed=False)})
+    assert len(diff(load(SPEC), sampled_unkeyed).warnings) == 1
 
 
 def test_null_config_removes_an_override_only():

@@ -184,7 +184,9 @@ def diff(
         if effective in ("migrate", "repartition"):
             if topic.partitions > actual.partitions:
                 plan.changes.append(AddPartitions(topic.name, actual.partitions, topic.partitions))
-                keyed = actual.keyed or (actual.keyed is None and topic.keyed_by is not None)
+                # the sample reads only the newest records of each partition: a declared
+                # key counts as much as a sampled one
+                keyed = actual.keyed or topic.keyed_by is not None
                 if keyed and actual.records:
                     plan.warnings.append(
                         KEYED_WARNING.format(topic=topic.name, records=actual.records)
