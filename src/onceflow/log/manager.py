@@ -10,6 +10,7 @@ import os
 import re
 import shutil
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -25,6 +26,7 @@ LEGAL_TOPIC_NAME = re.compile(r"^[a-zA-Z0-9._-]+$")
 MAX_TOPIC_NAME_LENGTH = 249
 MAX_PARTITIONS = 10_000
 REGISTRY_FILE = "topics.json"
+FSYNC_THREADS = 4  # partitions fsynced at the same time under log.flush.policy=always
 
 
 def validate_topic_name(name: str) -> None:
@@ -60,6 +62,11 @@ class LogManager:
         self._dirty: set[PartitionLog] = set()
         self._dirty_event = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
+        # Group commit under policy always: at most one fsync per partition in flight;
+        # partitions are fsynced concurrently (each by a task of its own in a small pool
+        # of fsync threads), so one partition's fsync never waits behind another's.
+        self._flushing: dict[PartitionLog, asyncio.Task[None]] = {}
+        self._fsync_pool: ThreadPoolExecutor | None = None
 
     # -- registry -------------------------------------------------------------------------
 
@@ -219,6 +226,7 @@ class LogManager:
     def start(self) -> None:
         policy = self.config["log.flush.policy"]
         if policy == "always":
+            self._fsync_pool = ThreadPoolExecutor(FSYNC_THREADS, thread_name_prefix="fsync")
             self._tasks.append(asyncio.create_task(self._flush_on_demand()))
         elif policy == "interval":
             self._tasks.append(asyncio.create_task(self._flush_periodically()))
@@ -234,10 +242,33 @@ class LogManager:
             partition.mark_flushed(partition.log_end_offset)
 
     async def _flush_on_demand(self) -> None:
+        """Start an fsync for every dirty partition that has none in flight.
+
+        Runs one loop turn after the appends that marked partitions dirty, so every
+        append of that turn shares the fsync. A partition dirtied again while its fsync
+        runs waits for that one to end and is then fsynced once for all its new appends.
+        """
         while True:
             await self._dirty_event.wait()
             self._dirty_event.clear()
-            await self._flush_dirty()
+            for partition in list(self._dirty):
+                if partition in self._flushing:
+                    continue
+                self._dirty.discard(partition)
+                if partition.deleted:
+                    continue
+                self._flushing[partition] = asyncio.create_task(self._flush_one(partition))
+
+    async def _flush_one(self, partition: PartitionLog) -> None:
+        loop = asyncio.get_running_loop()
+        try:
+            flushed = await loop.run_in_executor(self._fsync_pool, _flush_partitions, [partition])
+            for flushed_partition, offset in flushed:
+                flushed_partition.mark_flushed(offset)
+        finally:
+            del self._flushing[partition]
+            if partition in self._dirty:
+                self._dirty_event.set()
 
     async def _flush_periodically(self) -> None:
         interval = self.config["log.flush.interval.ms"] / 1000
@@ -248,6 +279,9 @@ class LogManager:
             await self._flush_dirty()
 
     async def _flush_dirty(self) -> None:
+        """fsync every dirty partition now (after any fsync already in flight)."""
+        if self._flushing:
+            await asyncio.gather(*self._flushing.values(), return_exceptions=True)
         batch = [partition for partition in self._dirty if not partition.deleted]
         self._dirty.clear()
         if not batch:
@@ -294,6 +328,9 @@ class LogManager:
                 await task
         self._tasks.clear()
         await self._flush_dirty()
+        if self._fsync_pool is not None:
+            self._fsync_pool.shutdown(wait=True)
+            self._fsync_pool = None
 
     def close(self) -> None:
         for topic in self.topics.values():
