@@ -39,7 +39,7 @@ from confluent_kafka.admin import (
 from onceflow import topics
 from onceflow.cli import main
 from onceflow.testing import BrokerProcess
-from onceflow.topics import ConfirmationRequired, PlanError, SpecError
+from onceflow.topics import ConfirmationRequired, PlanError, SpecError, TopicsError
 from onceflow.topics.lock import LOCK_GROUP, LOCK_TOPIC
 from onceflow.topics.plan import AddPartitions, AlterConfigs, CreateTopic, DeleteTopic
 
@@ -882,6 +882,15 @@ def test_python_api(kafka_broker, cluster, caplog):
     assert [change.name for change in deleted.of(DeleteTopic)] == ["payments", "audit"]
     assert cluster.topics() == set()
     del invalid
+
+
+def test_an_unreachable_cluster_is_a_clear_error():
+    """Commands that lock reported a bare TimeoutError traceback here; now all say why."""
+    nowhere = "127.0.0.1:9"  # the discard port: nothing listens there
+    for command in ("plan", "migrate"):
+        with pytest.raises(TopicsError, match=r"^cannot reach 127\.0\.0\.1:9: ") as failure:
+            topics.run(command, DEMO_TOPICS, nowhere, yes=True, request_timeout=1.0)
+        del failure
 
 
 # --------------------------------------------------------------------------- the demo

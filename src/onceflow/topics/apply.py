@@ -72,13 +72,15 @@ def run(
     yes: bool = False,
     lock_timeout: float = 30.0,
     client_config: dict[str, str] | None = None,
+    request_timeout: float = 30.0,
     on_plan: Callable[[Plan], None] | None = None,
     on_lock_wait: Callable[[dict[str, Any] | None], None] | None = None,
 ) -> Plan:
     """Run ``command`` (one of COMMANDS) and return its plan (``applied`` once done).
 
     The spec is validated before anything touches the cluster (SpecError). Every command
-    but ``plan`` holds the cluster lock while it plans and applies; a plan with errors
+    but ``plan`` holds the cluster lock while it plans and applies; ``request_timeout``
+    bounds each call to the cluster (an unreachable cluster is a TopicsError); a plan with errors
     (shrinking partitions, changing the replication factor, undeclared topics under
     ``strict``) raises PlanError and changes nothing.
     """
@@ -87,17 +89,19 @@ def run(
     loaded = load(spec, env)
     if command in DESTRUCTIVE and not yes:
         raise ConfirmationRequired(f"{command} deletes topics and their data; confirm with --yes")
-    cluster = Cluster(bootstrap, client_config)
+    cluster = Cluster(bootstrap, client_config, timeout=request_timeout)
     if command == "plan":
         plan = diff(loaded, cluster.state(loaded), command, strict, bootstrap)
         if on_plan is not None:
             on_plan(plan)
         return plan
+    cluster.topic_partitions()  # an unreachable cluster is reported before the lock waits
     lock = ClusterLock(
         cluster.client_config,
         timeout=lock_timeout,
         command=f"onceflow topics {command} {loaded.source}",
         on_wait=on_lock_wait,
+        request_timeout=request_timeout,
     )
     with lock:
         plan = diff(loaded, cluster.state(loaded), command, strict, bootstrap)

@@ -28,6 +28,8 @@ class TopicsError(RuntimeError):
 
 
 def _error_text(error: Any) -> str:
+    if isinstance(error, TimeoutError):
+        return "no answer in time (is the cluster reachable?)"
     inner = error.args[0] if isinstance(error, KafkaException) and error.args else error
     text = inner.str() if hasattr(inner, "str") else str(inner)
     name = inner.name() if hasattr(inner, "name") else ""
@@ -76,7 +78,7 @@ class Cluster:
         for resource, future in futures.items():
             try:
                 entries = future.result(timeout=self.timeout)
-            except KafkaException as error:
+            except (KafkaException, TimeoutError) as error:
                 raise TopicsError(
                     f"{resource.name}: cannot describe configs: {_error_text(error)}"
                 ) from None
@@ -159,7 +161,7 @@ class Cluster:
         for key, future in futures.items():
             try:
                 future.result(timeout=self.timeout)
-            except KafkaException as error:
+            except (KafkaException, TimeoutError) as error:
                 name = getattr(key, "name", key)
                 failures.append(f"{name}: cannot {what}: {_error_text(error)}")
         if failures:
@@ -184,7 +186,7 @@ class Cluster:
             for topic in pending:
                 try:
                     futures[topic.name].result(timeout=self.timeout)
-                except KafkaException as error:
+                except (KafkaException, TimeoutError) as error:
                     if "already exists" in _error_text(error).lower() and (
                         time.monotonic() < deadline
                     ):

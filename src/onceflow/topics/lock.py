@@ -67,6 +67,7 @@ class ClusterLock:
         on_wait: Callable[[dict[str, Any] | None], None] | None = None,
         session_timeout_ms: int = 10_000,
         join_timeout: float = 60.0,
+        request_timeout: float = 30.0,
     ) -> None:
         self.client_config = dict(client_config)
         self.timeout = timeout
@@ -74,6 +75,7 @@ class ClusterLock:
         self.on_wait = on_wait
         self.session_timeout_ms = session_timeout_ms
         self.join_timeout = join_timeout
+        self.request_timeout = request_timeout
         self.identity = {
             "owner": str(uuid.uuid4()),
             "host": socket.gethostname(),
@@ -116,10 +118,10 @@ class ClusterLock:
     def _ensure_topic(self) -> None:
         admin = AdminClient(self.client_config)
         topic = NewTopic(LOCK_TOPIC, num_partitions=1, config={"cleanup.policy": "compact"})
-        future = admin.create_topics([topic], request_timeout=30)[LOCK_TOPIC]
+        future = admin.create_topics([topic], request_timeout=self.request_timeout)[LOCK_TOPIC]
         try:
-            future.result(timeout=30)
-        except KafkaException as error:
+            future.result(timeout=self.request_timeout)
+        except (KafkaException, TimeoutError) as error:
             if "already exists" not in _error_text(error).lower():
                 raise TopicsError(f"cannot create the lock topic: {_error_text(error)}") from None
 
