@@ -35,6 +35,8 @@ ATTR_LOG_APPEND_TIME = 0x08
 ATTR_TRANSACTIONAL = 0x10
 ATTR_CONTROL = 0x20
 
+Bytes = bytes | bytearray | memoryview  # what the log appends and writes
+
 NO_PRODUCER_ID = -1
 NO_SEQUENCE = -1
 
@@ -152,8 +154,20 @@ def check_crc(data: bytes | bytearray | memoryview, header: BatchHeader) -> bool
 def assign_offset(data: bytes, base_offset: int, leader_epoch: int = 0) -> bytearray:
     """Return a copy of one batch with its base offset and leader epoch set."""
     patched = bytearray(data)
-    struct.pack_into(">qii", patched, 0, base_offset, len(data) - LOG_OVERHEAD, leader_epoch)
+    patched[: PATCHED_PREFIX.size] = offset_prefix(data, base_offset, leader_epoch)
     return patched
+
+
+PATCHED_PREFIX = struct.Struct(">qii")  # base offset, batch length, leader epoch
+
+
+def offset_prefix(data: bytes, base_offset: int, leader_epoch: int = 0) -> bytes:
+    """The first 16 bytes of one batch with its base offset and leader epoch set.
+
+    Written followed by ``data[16:]`` (unchanged, the CRC does not cover the prefix), it
+    stores the batch at its offset without copying the records.
+    """
+    return PATCHED_PREFIX.pack(base_offset, len(data) - LOG_OVERHEAD, leader_epoch)
 
 
 def set_log_append_time(patched: bytearray, timestamp_ms: int) -> None:

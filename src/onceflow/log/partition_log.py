@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import bisect
+import dataclasses
 import json
 import os
 import struct
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -21,11 +23,13 @@ from onceflow.log.batch import (
     ATTR_TRANSACTIONAL,
     CONTROL_ABORT,
     BatchHeader,
+    Bytes,
     KeyValue,
     assign_offset,
     build_batch,
     build_control_batch,
     control_type_of,
+    offset_prefix,
     parse_header,
     set_log_append_time,
 )
@@ -207,13 +211,18 @@ class PartitionLog:
             if duplicate is not None:
                 return self._duplicate_result(duplicate)
         base_offset = self.log_end_offset
-        patched = assign_offset(data, base_offset)
         log_append_time = -1
         if self.config["message.timestamp.type"] == "LogAppendTime":
+            patched = assign_offset(data, base_offset)
             log_append_time = now_ms()
             set_log_append_time(patched, log_append_time)
-        stored = parse_header(patched)
-        self._append(patched, stored)
+            stored = parse_header(patched)
+            self._append((patched,), stored)
+        else:
+            # The records are written from the request's buffer: only the prefix changes.
+            prefix = offset_prefix(data, base_offset)
+            stored = dataclasses.replace(header, base_offset=base_offset, leader_epoch=0)
+            self._append((prefix, memoryview(data)[len(prefix) :]), stored)
         self.producers.on_append(stored)
         return AppendResult(base_offset, stored.last_offset, log_append_time)
 
@@ -230,7 +239,7 @@ class PartitionLog:
             offset, producer_id, producer_epoch, control_type, coordinator_epoch, now_ms()
         )
         header = parse_header(data)
-        self._append(data, header)
+        self._append((data,), header)
         completed = self.producers.on_marker(
             header, control_type == CONTROL_ABORT, coordinator_epoch
         )
@@ -271,7 +280,7 @@ class PartitionLog:
         header = parse_header(data)
         if producer_id >= 0:
             self.producers.check_marker(producer_id, producer_epoch)
-        self._append(data, header)
+        self._append((data,), header)
         self.producers.on_append(header)
         return base_offset
 
@@ -286,11 +295,12 @@ class PartitionLog:
                 header = parse_header(data)
                 yield header, data
 
-    def _append(self, data: bytes | bytearray, header: BatchHeader) -> None:
+    def _append(self, parts: Sequence[Bytes], header: BatchHeader) -> None:
+        """Append one batch given as consecutive byte strings (written with one writev)."""
         if self.deleted:
             raise KafkaError(ErrorCode.unknown_topic_or_partition, f"{self.topic} was deleted")
         self._maybe_roll(header)
-        self.active.append(data, header)
+        self.active.append_parts(parts, header)
         if not self.durable_on_append:
             self.notify()
 

@@ -11,10 +11,10 @@ from __future__ import annotations
 import bisect
 import os
 import struct
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
-from onceflow.log.batch import HEADER_SIZE, BatchHeader, check_crc, parse_header
+from onceflow.log.batch import HEADER_SIZE, BatchHeader, Bytes, check_crc, parse_header
 
 OFFSET_ENTRY = struct.Struct(">ii")
 TIME_ENTRY = struct.Struct(">qi")
@@ -130,11 +130,15 @@ class LogSegment:
 
     # -- appending -----------------------------------------------------------------------
 
-    def append(self, data: bytes | bytearray, header: BatchHeader) -> None:
+    def append(self, data: Bytes, header: BatchHeader) -> None:
+        self.append_parts((data,), header)
+
+    def append_parts(self, parts: Sequence[Bytes], header: BatchHeader) -> None:
+        """Append one batch given as consecutive parts (one writev, no joining copy)."""
         position = self.size
-        written = os.write(self.fd, data)
-        if written != len(data):
-            raise OSError(f"short write to {self.log_path}: {written} of {len(data)} bytes")
+        written = os.writev(self.fd, parts) if len(parts) > 1 else os.write(self.fd, parts[0])
+        if written != header.size:
+            raise OSError(f"short write to {self.log_path}: {written} of {header.size} bytes")
         self.size += written
         self._track(header, position)
 
