@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import logging
 import struct
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from onceflow.broker.context import NO_RESPONSE, Deferred, RequestContext
@@ -92,9 +93,9 @@ class Connection:
             item = await self._responses.get()
             if item is None:
                 return
-            if isinstance(item, asyncio.Future | asyncio.Task):
+            if isinstance(item, _Pending):
                 try:
-                    item = await item
+                    item = await item.encoded()
                 except Exception:
                     log.exception("deferred response failed on %s", self.peer)
                     self.writer.close()
@@ -134,9 +135,9 @@ class Connection:
         if result is NO_RESPONSE:
             return NO_RESPONSE
         if isinstance(result, Deferred):
-            return asyncio.ensure_future(
-                _encode_when_ready(api_key, correlation_id, result, responder)
-            )
+            # A future stays as it is; a coroutine starts running now, as a task.
+            ready = Deferred(asyncio.ensure_future(result.awaitable))
+            return _Pending(api_key, correlation_id, ready, responder)
         return _encode(api_key, correlation_id, result, responder)
 
     def _unsupported_api_versions(self, correlation_id: int) -> bytes:
@@ -150,14 +151,21 @@ class Connection:
         )
 
 
-async def _encode_when_ready(
-    api_key: int, correlation_id: int, deferred: Deferred, responder: type
-) -> bytes:
-    try:
-        response = await deferred.awaitable
-    except KafkaError as error:
-        response = error_response(responder, error.code)
-    return _encode(api_key, correlation_id, response, responder)
+@dataclass(slots=True)
+class _Pending:
+    """A deferred response in the send queue; encoded once its awaitable is done."""
+
+    api_key: int
+    correlation_id: int
+    deferred: Deferred
+    responder: type
+
+    async def encoded(self) -> bytes:
+        try:
+            response = await self.deferred.awaitable
+        except KafkaError as error:
+            response = error_response(self.responder, error.code)
+        return _encode(self.api_key, self.correlation_id, response, self.responder)
 
 
 def _encode(api_key: int, correlation_id: int, response: Any, responder: type) -> bytes:

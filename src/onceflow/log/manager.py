@@ -60,12 +60,12 @@ class LogManager:
         self.config = config
         self.topics: dict[str, Topic] = {}
         self._dirty: set[PartitionLog] = set()
-        self._dirty_event = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
         # Group commit under policy always: at most one fsync per partition in flight;
-        # partitions are fsynced concurrently (each by a task of its own in a small pool
-        # of fsync threads), so one partition's fsync never waits behind another's.
-        self._flushing: dict[PartitionLog, asyncio.Task[None]] = {}
+        # partitions are fsynced concurrently in a small pool of fsync threads, so one
+        # partition's fsync never waits behind another's.
+        self._flushing: dict[PartitionLog, asyncio.Future[None]] = {}
+        self._flush_scheduled = False
         self._fsync_pool: ThreadPoolExecutor | None = None
 
     # -- registry -------------------------------------------------------------------------
@@ -227,7 +227,6 @@ class LogManager:
         policy = self.config["log.flush.policy"]
         if policy == "always":
             self._fsync_pool = ThreadPoolExecutor(FSYNC_THREADS, thread_name_prefix="fsync")
-            self._tasks.append(asyncio.create_task(self._flush_on_demand()))
         elif policy == "interval":
             self._tasks.append(asyncio.create_task(self._flush_periodically()))
         self._tasks.append(asyncio.create_task(self._retention_loop()))
@@ -237,38 +236,53 @@ class LogManager:
         """Ask for an fsync of the partition; one fsync serves every append before it."""
         if self.config["log.flush.policy"] == "always":
             self._dirty.add(partition)
-            self._dirty_event.set()
+            if not self._flush_scheduled and self._fsync_pool is not None:
+                self._flush_scheduled = True
+                asyncio.get_running_loop().call_soon(self._start_flushes)
         else:
             partition.mark_flushed(partition.log_end_offset)
 
-    async def _flush_on_demand(self) -> None:
+    def _start_flushes(self) -> None:
         """Start an fsync for every dirty partition that has none in flight.
 
         Runs one loop turn after the appends that marked partitions dirty, so every
         append of that turn shares the fsync. A partition dirtied again while its fsync
         runs waits for that one to end and is then fsynced once for all its new appends.
         """
-        while True:
-            await self._dirty_event.wait()
-            self._dirty_event.clear()
-            for partition in list(self._dirty):
-                if partition in self._flushing:
-                    continue
-                self._dirty.discard(partition)
-                if partition.deleted:
-                    continue
-                self._flushing[partition] = asyncio.create_task(self._flush_one(partition))
-
-    async def _flush_one(self, partition: PartitionLog) -> None:
+        self._flush_scheduled = False
+        if self._fsync_pool is None:
+            return
         loop = asyncio.get_running_loop()
+        for partition in list(self._dirty):
+            if partition in self._flushing:
+                continue
+            self._dirty.discard(partition)
+            if partition.deleted:
+                continue
+            done: asyncio.Future[None] = loop.create_future()
+            self._flushing[partition] = done
+            self._fsync_pool.submit(self._fsync_in_thread, loop, partition, done)
+
+    def _fsync_in_thread(
+        self, loop: asyncio.AbstractEventLoop, partition: PartitionLog, done: asyncio.Future[None]
+    ) -> None:
+        """Runs in an fsync thread; hands the durable offset straight back to the loop."""
+        offset = None
         try:
-            flushed = await loop.run_in_executor(self._fsync_pool, _flush_partitions, [partition])
-            for flushed_partition, offset in flushed:
-                flushed_partition.mark_flushed(offset)
+            flushed = _flush_partitions([partition])
+            offset = flushed[0][1] if flushed else None
         finally:
-            del self._flushing[partition]
-            if partition in self._dirty:
-                self._dirty_event.set()
+            loop.call_soon_threadsafe(self._flushed, partition, offset, done)
+
+    def _flushed(
+        self, partition: PartitionLog, offset: int | None, done: asyncio.Future[None]
+    ) -> None:
+        del self._flushing[partition]
+        if offset is not None:
+            partition.mark_flushed(offset)
+        done.set_result(None)
+        if partition in self._dirty and not self._flush_scheduled:
+            self._start_flushes()
 
     async def _flush_periodically(self) -> None:
         interval = self.config["log.flush.interval.ms"] / 1000
@@ -280,8 +294,8 @@ class LogManager:
 
     async def _flush_dirty(self) -> None:
         """fsync every dirty partition now (after any fsync already in flight)."""
-        if self._flushing:
-            await asyncio.gather(*self._flushing.values(), return_exceptions=True)
+        while self._flushing:
+            await asyncio.gather(*self._flushing.values())
         batch = [partition for partition in self._dirty if not partition.deleted]
         self._dirty.clear()
         if not batch:

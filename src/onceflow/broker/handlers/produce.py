@@ -74,27 +74,52 @@ async def produce(ctx: RequestContext, request: Any) -> Any:
     if acks == 0:
         return NO_RESPONSE
     if waits:
-        return Deferred(_after(waits, response, request.timeout.total_seconds()))
+        return Deferred(_when_durable(waits, response, request.timeout.total_seconds()))
     return response
 
 
-async def _after(waits: list[asyncio.Future[None]], response: Any, timeout: float) -> Any:
-    try:
-        await asyncio.wait_for(asyncio.gather(*waits), timeout=max(timeout, 1.0))
-    except TimeoutError:
-        return dataclasses.replace(
-            response,
-            responses=tuple(
-                dataclasses.replace(
-                    topic,
-                    partition_responses=tuple(
-                        dataclasses.replace(p, error_code=ErrorCode.request_timed_out)
-                        if p.error_code == ErrorCode.none
-                        else p
-                        for p in topic.partition_responses
-                    ),
-                )
-                for topic in response.responses
-            ),
-        )
-    return response
+def _when_durable(
+    waits: list[asyncio.Future[None]], response: Any, timeout: float
+) -> asyncio.Future[Any]:
+    """A future for ``response`` once every wait is done, or the timed-out response.
+
+    Plain callbacks rather than gather/wait_for tasks: the response is ready in the loop
+    turn after the last fsync it waits for.
+    """
+    loop = asyncio.get_running_loop()
+    ready: asyncio.Future[Any] = loop.create_future()
+    pending = len(waits)
+
+    def one_done(_: asyncio.Future[None]) -> None:
+        nonlocal pending
+        pending -= 1
+        if pending == 0 and not ready.done():
+            timer.cancel()
+            ready.set_result(response)
+
+    def timed_out() -> None:
+        if not ready.done():
+            ready.set_result(_timed_out(response))
+
+    timer = loop.call_later(max(timeout, 1.0), timed_out)
+    for wait in waits:
+        wait.add_done_callback(one_done)
+    return ready
+
+
+def _timed_out(response: Any) -> Any:
+    return dataclasses.replace(
+        response,
+        responses=tuple(
+            dataclasses.replace(
+                topic,
+                partition_responses=tuple(
+                    dataclasses.replace(p, error_code=ErrorCode.request_timed_out)
+                    if p.error_code == ErrorCode.none
+                    else p
+                    for p in topic.partition_responses
+                ),
+            )
+            for topic in response.responses
+        ),
+    )
