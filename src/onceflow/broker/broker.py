@@ -11,6 +11,7 @@ from pathlib import Path
 
 import onceflow.broker.handlers  # noqa: F401  (registers every API handler)
 from onceflow.broker.connection import Connection
+from onceflow.broker.framing import FrameProtocol
 from onceflow.config import BrokerConfig
 from onceflow.coordinator.group import GroupCoordinator
 from onceflow.coordinator.producer_ids import ProducerIdManager
@@ -57,8 +58,12 @@ class Broker:
         self.logs.start()
         for coordinator in self.coordinators:
             await coordinator.start()
-        self._server = await asyncio.start_server(
-            self._accept, self.host, self.port, reuse_address=True, limit=2**20
+        max_frame_bytes = self.config["socket.request.max.bytes"]
+        self._server = await asyncio.get_running_loop().create_server(
+            lambda: FrameProtocol(max_frame_bytes, self._accept),
+            self.host,
+            self.port,
+            reuse_address=True,
         )
         self.port = self._server.sockets[0].getsockname()[1]
         if self.advertised_host in ("0.0.0.0", "::", ""):
@@ -75,16 +80,16 @@ class Broker:
         path.write_text(json.dumps({"cluster_id": cluster_id, "node_id": self.node_id}))
         return cluster_id
 
-    async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        task = asyncio.current_task()
-        assert task is not None
+    def _accept(self, frames: FrameProtocol) -> None:
+        task = asyncio.get_running_loop().create_task(self._serve(Connection(self, frames)))
         self._connections.add(task)
+        task.add_done_callback(self._connections.discard)
+
+    async def _serve(self, connection: Connection) -> None:
         try:
-            await Connection(self, reader, writer).serve()
+            await connection.serve()
         except asyncio.CancelledError:
-            pass  # broker shutdown
-        finally:
-            self._connections.discard(task)
+            connection.frames.close()  # broker shutdown
 
     async def stop(self) -> None:
         if self._server is not None:

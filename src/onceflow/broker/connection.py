@@ -5,11 +5,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import struct
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from onceflow.broker.context import NO_RESPONSE, Deferred, RequestContext
+from onceflow.broker.framing import Frame, FrameError, FrameProtocol
 from onceflow.broker.registry import HANDLERS
 from onceflow.protocol.codec import (
     API_VERSIONS_KEY,
@@ -30,7 +30,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 MAX_IN_FLIGHT = 16
-SIZE = struct.Struct(">i")
 
 
 class CloseConnection(Exception):
@@ -38,21 +37,20 @@ class CloseConnection(Exception):
 
 
 class Connection:
-    def __init__(
-        self, broker: Broker, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
-    ) -> None:
+    def __init__(self, broker: Broker, frames: FrameProtocol) -> None:
         self.broker = broker
-        self.reader = reader
-        self.writer = writer
-        peer = writer.get_extra_info("peername")
-        self.peer = f"{peer[0]}:{peer[1]}" if peer else "unknown"
+        self.frames = frames
+        self.peer = frames.peer
         self._responses: asyncio.Queue[Any] = asyncio.Queue(MAX_IN_FLIGHT)
 
     async def serve(self) -> None:
         sender = asyncio.create_task(self._send_responses())
         try:
             while True:
-                frame = await self._read_frame()
+                try:
+                    frame = await self.frames.next_frame()
+                except FrameError as error:
+                    raise CloseConnection(str(error)) from None
                 if frame is None:
                     break
                 result = await self._dispatch(frame)
@@ -60,33 +58,13 @@ class Connection:
                     await self._responses.put(result)
         except CloseConnection as reason:
             log.warning("closing connection from %s: %s", self.peer, reason)
-        except (ConnectionError, asyncio.IncompleteReadError):
+        except ConnectionError:
             pass
         finally:
             await self._responses.put(None)
             with contextlib.suppress(Exception):
                 await sender
-            self.writer.close()
-            with contextlib.suppress(Exception):
-                await self.writer.wait_closed()
-
-    async def _read_frame(self) -> bytes | None:
-        try:
-            prefix = await self.reader.readexactly(4)
-        except asyncio.IncompleteReadError as error:
-            if error.partial:
-                raise CloseConnection("truncated size prefix") from None
-            return None
-        (size,) = SIZE.unpack(prefix)
-        limit = self.broker.config["socket.request.max.bytes"]
-        if size < 0 or size > limit:
-            raise CloseConnection(
-                f"request size {size} is outside 0..{limit} (socket.request.max.bytes)"
-            )
-        try:
-            return await self.reader.readexactly(size)
-        except asyncio.IncompleteReadError:
-            raise CloseConnection(f"connection closed inside a {size}-byte request") from None
+            self.frames.close()
 
     async def _send_responses(self) -> None:
         while True:
@@ -98,12 +76,12 @@ class Connection:
                     item = await item.encoded()
                 except Exception:
                     log.exception("deferred response failed on %s", self.peer)
-                    self.writer.close()
+                    self.frames.close()
                     return
-            self.writer.write(item)
-            await self.writer.drain()
+            self.frames.write(item)
+            await self.frames.drain()
 
-    async def _dispatch(self, frame: bytes) -> Any:
+    async def _dispatch(self, frame: Frame) -> Any:
         try:
             api_key, version, correlation_id = peek_header(frame)
         except MalformedRequest as error:
