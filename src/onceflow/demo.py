@@ -19,7 +19,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from rich.console import Console
 from rich.table import Table
 
-from onceflow.testing import BrokerProcess
+from onceflow.broker.process import BrokerProcess
 
 TIMEOUT = 30.0
 

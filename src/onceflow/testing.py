@@ -13,106 +13,14 @@ restarted on the same data directory and port to test crash recovery.
 
 from __future__ import annotations
 
-import os
-import signal
-import subprocess
-import sys
-import tempfile
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from onceflow.broker.process import BrokerProcess, temporary_broker
 
-class BrokerProcess:
-    """An ``onceflow broker`` subprocess."""
-
-    def __init__(
-        self,
-        data_dir: Path,
-        port: int = 0,
-        config: dict[str, str] | None = None,
-        log_path: Path | None = None,
-    ) -> None:
-        self.data_dir = Path(data_dir)
-        self.port = port
-        self.config = dict(config or {})
-        self.log_path = log_path or self.data_dir.parent / f"{self.data_dir.name}.log"
-        self.process: subprocess.Popen[str] | None = None
-
-    @property
-    def bootstrap(self) -> str:
-        return f"127.0.0.1:{self.port}"
-
-    def start(self, timeout: float = 30.0) -> BrokerProcess:
-        command = [
-            sys.executable,
-            "-m",
-            "onceflow",
-            "broker",
-            "--data-dir",
-            str(self.data_dir),
-            "--port",
-            str(self.port),
-            "--log-level",
-            "INFO",
-        ]
-        for key, value in self.config.items():
-            command += ["--config", f"{key}={value}"]
-        self.log_path.parent.mkdir(parents=True, exist_ok=True)
-        log_file = open(self.log_path, "a")  # noqa: SIM115  (kept open for the child)
-        self.process = subprocess.Popen(
-            command,
-            stdout=subprocess.PIPE,
-            stderr=log_file,
-            text=True,
-            env={**os.environ, "PYTHONUNBUFFERED": "1"},
-        )
-        log_file.close()
-        assert self.process.stdout is not None
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            line = self.process.stdout.readline()
-            if line.startswith("ready "):
-                self.port = int(line.strip().rsplit(":", 1)[1])
-                return self
-            if not line and self.process.poll() is not None:
-                break
-        self.kill()
-        raise RuntimeError(f"broker did not start; see {self.log_path}")
-
-    def kill(self) -> None:
-        """SIGKILL: no flush, no snapshot, exactly like a crash."""
-        if self.process is not None and self.process.poll() is None:
-            self.process.send_signal(signal.SIGKILL)
-            self.process.wait()
-
-    def stop(self, timeout: float = 30.0) -> int | None:
-        """SIGTERM and wait for a clean shutdown; returns the exit code."""
-        if self.process is None:
-            return None
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                self.process.wait(timeout)
-            except subprocess.TimeoutExpired:
-                self.kill()
-        return self.process.returncode
-
-    def restart(self, kill: bool = True) -> BrokerProcess:
-        """Kill (or stop) and start again on the same port and data directory."""
-        if kill:
-            self.kill()
-        else:
-            self.stop()
-        return self.start()
-
-    def __enter__(self) -> BrokerProcess:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
+__all__ = ["BrokerProcess", "kafka_broker", "kafka_broker_factory", "temporary_broker"]
 
 
 @pytest.fixture
@@ -132,8 +40,3 @@ def kafka_broker_factory(tmp_path: Path) -> Iterator:
 @pytest.fixture
 def kafka_broker(kafka_broker_factory) -> BrokerProcess:
     return kafka_broker_factory()
-
-
-def temporary_broker(config: dict[str, str] | None = None) -> BrokerProcess:
-    """A broker in a fresh temporary directory (caller stops it)."""
-    return BrokerProcess(Path(tempfile.mkdtemp(prefix="onceflow-")) / "data", config=config).start()
