@@ -31,6 +31,13 @@ STEPS = ("after_consume", "after_begin", "after_produce", "after_send_offsets",
 
 log = logging.getLogger(__name__)
 
+# librdkafka 2.13+ "re-bootstraps" when every broker is down (a one-broker cluster that
+# restarts, a network cut): it decommissions the known brokers, and a transactional
+# producer whose group coordinator was decommissioned can then block in
+# send_offsets_to_transaction() past its timeout, forever (librdkafka issue #5511).
+# Without re-bootstrap the producer simply reconnects to the same brokers.
+TRANSACTIONAL_PRODUCER_DEFAULTS = {"metadata.recovery.strategy": "none"}
+
 
 class ProducerFenced(RuntimeError):
     """Another producer with the same transactional.id took over; this one must stop."""
@@ -88,6 +95,7 @@ class KafkaTransaction:
                 "bootstrap.servers": bootstrap_servers,
                 "transactional.id": transactional_id,
                 "linger.ms": 5,
+                **TRANSACTIONAL_PRODUCER_DEFAULTS,
                 **(producer_config or {}),
             }
         )
