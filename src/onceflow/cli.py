@@ -146,49 +146,24 @@ def demo(data_dir: Path, records: int, partitions: int) -> None:
         raise SystemExit(1)
 
 
-def _register_transactions() -> None:
-    from onceflow.transactions_cli import transactions_command
-
-    main.add_command(transactions_command)
-
-
-_register_transactions()
-
-
-def _register_verify() -> None:
-    from onceflow.verify.command import verify_command
-
-    main.add_command(verify_command)
+SUBCOMMANDS = (
+    ("onceflow.transactions_cli", "transactions_command"),
+    ("onceflow.verify.command", "verify_command"),
+    ("onceflow.verify.chaos.command", "chaos_command"),
+    ("onceflow.patterns.relay_cli", "relay_command"),
+    ("onceflow.groups_cli", "groups_command"),
+    ("onceflow.topics_cli", "topics_command"),
+)
 
 
-_register_verify()
+def _register_subcommands() -> None:
+    from importlib import import_module
+
+    for module, name in SUBCOMMANDS:
+        main.add_command(getattr(import_module(module), name))
 
 
-def _register_relay() -> None:
-    from onceflow.patterns.relay_cli import relay_command
-
-    main.add_command(relay_command)
-
-
-_register_relay()
-
-
-def _register_groups() -> None:
-    from onceflow.groups_cli import groups_command
-
-    main.add_command(groups_command)
-
-
-_register_groups()
-
-
-def _register_topics() -> None:
-    from onceflow.topics_cli import topics_command
-
-    main.add_command(topics_command)
-
-
-_register_topics()
+_register_subcommands()
 
 
 if __name__ == "__main__":

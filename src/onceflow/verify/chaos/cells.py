@@ -1,0 +1,513 @@
+"""Run one cell of the chaos matrix: inject its fault, let the pattern finish, audit.
+
+Every cell gets its own topics, consumer group, transactional id and database, so cells
+can share one broker and run side by side. A SIGKILL cell runs the worker once armed at
+its step (``ONCEFLOW_CRASH_AT``; the worker must die there), then unarmed until it exits
+idle, then audits every output of the pattern against the input with ``onceflow.verify``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO
+
+from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from onceflow.broker.process import BrokerProcess
+from onceflow.patterns.db import connect
+from onceflow.patterns.outbox import Outbox
+from onceflow.patterns.relay import Relay, RelayConfig
+from onceflow.verify.audit import Sink, audit
+from onceflow.verify.chaos.databases import CellDatabases, hold_unavailable
+from onceflow.verify.chaos.flows import ENTITIES_QUERY
+from onceflow.verify.chaos.proxy import TcpProxy
+from onceflow.verify.chaos.rest import CALLS_QUERY, RestService
+from onceflow.verify.chaos.scenarios import DUPLICATED, LOST, OK, Cell, Scenario
+from onceflow.verify.chaos.spark_job import TABLE_QUERY as SPARK_TABLE_QUERY
+from onceflow.verify.chaos.worker import PAUSE_VAR
+from onceflow.verify.extract import Extractor
+from onceflow.verify.report import AuditReport
+from onceflow.verify.sources import read_input, read_output_topic, read_table
+
+EVENTS = 30
+PARTITIONS = 2
+KEYS = 4
+RUN_TIMEOUT_S = 120.0
+SPARK_TIMEOUT_S = 300.0
+OUTBOX_PATTERNS = frozenset({"outbox", "idempotent_consumer_outbox", "inbox_outbox"})
+EXTRACTOR = Extractor("id", "key")
+
+
+class CellError(RuntimeError):
+    """The cell could not be run as designed (not an audit finding)."""
+
+
+@dataclass
+class CellResult:
+    scenario: str
+    step: str
+    label: str
+    fault: str
+    expected: dict[str, str]
+    observed: dict[str, str] = field(default_factory=dict)
+    counts: dict[str, dict[str, int]] = field(default_factory=dict)
+    number: int | None = None
+    seconds: float = 0.0
+    error: str | None = None
+    note: str = ""
+
+    @property
+    def matches(self) -> bool:
+        return self.error is None and self.observed == self.expected
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "scenario": self.scenario,
+            "step": self.step,
+            "number": self.number,
+            "label": self.label,
+            "fault": self.fault,
+            "expected": self.expected,
+            "observed": self.observed,
+            "counts": self.counts,
+            "matches": self.matches,
+            "error": self.error,
+            "note": self.note,
+            "seconds": round(self.seconds, 1),
+        }
+
+
+def verdict(counts: dict[str, int]) -> str:
+    """One word per output: ok, duplicated, lost, or the anomaly kind that was found."""
+    missing, duplicated = counts.get("missing", 0), counts.get("duplicated", 0)
+    if missing and duplicated:
+        return f"{LOST}+{DUPLICATED}"
+    if missing:
+        return LOST
+    if duplicated:
+        return DUPLICATED
+    for kind in ("aborted_visible", "reordered", "unexpected", "unreadable"):
+        if counts.get(kind):
+            return kind
+    return OK
+
+
+@dataclass
+class CellNames:
+    """Topic, group and transactional-id names that are this cell's alone."""
+
+    prefix: str
+
+    @property
+    def input(self) -> str:
+        return f"{self.prefix}.input"
+
+    @property
+    def output(self) -> str:
+        return f"{self.prefix}.output"
+
+    @property
+    def group(self) -> str:
+        return f"{self.prefix}.group"
+
+    @property
+    def transactional_id(self) -> str:
+        return f"{self.prefix}.txn"
+
+
+class ChaosEnvironment:
+    """What every cell shares: a broker, a work directory, the databases, the log files."""
+
+    def __init__(self, work: Path, bootstrap: str, databases: CellDatabases) -> None:
+        self.work = work
+        self.bootstrap = bootstrap
+        self.databases = databases
+        self._counter = 0
+        self._lock = threading.Lock()
+
+    def next_names(self, scenario: Scenario, cell: Cell) -> CellNames:
+        with self._lock:
+            self._counter += 1
+            number = self._counter
+        slug = f"{scenario.pattern}-{cell.step}".replace(":", "-").replace(".", "-")
+        return CellNames(f"c{number:03d}-{slug}")
+
+    def run(self, scenario: Scenario, cell: Cell) -> CellResult:
+        result = CellResult(
+            scenario.name, cell.step, cell.label, cell.fault, dict(cell.expected),
+            number=cell.number,
+        )  # fmt: skip
+        started = time.monotonic()
+        names = self.next_names(scenario, cell)
+        cell_dir = self.work / names.prefix
+        cell_dir.mkdir(parents=True)
+        try:
+            runner = CELL_RUNNERS[cell.fault if cell.fault != "sigkill" else scenario.family]
+            report, note = runner(self, scenario, cell, names, cell_dir)
+            for summary in report.sinks:
+                result.counts[summary.name] = {k: v for k, v in summary.counts.items() if v}
+                result.observed[summary.name] = verdict(summary.counts)
+            result.note = note
+        except Exception as error:  # reported in the matrix, never hidden
+            result.error = f"{type(error).__name__}: {error}"
+        result.seconds = time.monotonic() - started
+        return result
+
+
+# -- shared steps ---------------------------------------------------------------------------
+
+
+def create_topics(bootstrap: str, *names: str) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    futures = admin.create_topics([NewTopic(name, PARTITIONS, 1) for name in names])
+    for future in futures.values():
+        future.result(30)
+
+
+def produce_events(bootstrap: str, topic: str, count: int = EVENTS) -> None:
+    producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True})
+    for n in range(count):
+        key = f"k{n % KEYS}"
+        event = {"id": f"e{n}", "key": key, "n": n}
+        producer.produce(topic, key=key.encode(), value=json.dumps(event).encode())
+    if producer.flush(30):
+        raise CellError("input events were not acknowledged")
+
+
+def worker_command(
+    bootstrap: str, kind: str, name: str, names: CellNames, database_url: str, *extra: str
+) -> list[str]:
+    return [
+        sys.executable, "-m", "onceflow.verify.chaos.worker", kind, name,
+        "--bootstrap", bootstrap, "--database-url", database_url,
+        "--input", names.input, "--output", names.output, "--group", names.group,
+        "--transactional-id", names.transactional_id, "--batch-size", "5",
+        "--idle-exit", "1.5", *extra,
+    ]  # fmt: skip
+
+
+def start(
+    command: list[str], log: IO[str], extra_env: dict[str, str], **kwargs: object
+) -> subprocess.Popen:
+    environment = {**os.environ, **extra_env, "PYTHONUNBUFFERED": "1"}
+    return subprocess.Popen(command, stderr=log, env=environment, text=True, **kwargs)
+
+
+def run_to_end(command: list[str], log_path: Path, extra_env: dict[str, str] | None = None) -> int:
+    with open(log_path, "a") as log:
+        process = start(command, log, extra_env or {}, stdout=log)
+        try:
+            return process.wait(RUN_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+            raise CellError(f"{command[4]} did not finish in {RUN_TIMEOUT_S:.0f} s") from None
+
+
+def crash_then_finish(command: list[str], cell: Cell, log_path: Path) -> None:
+    """Run armed at the cell's step (it must die there), then unarmed to the end."""
+    code = run_to_end(command, log_path, {"ONCEFLOW_CRASH_AT": f"{cell.step}:{cell.occurrence}"})
+    if code != -signal.SIGKILL:
+        raise CellError(f"armed run exited {code}, not at crash point {cell.step}; see {log_path}")
+    finish(command, log_path)
+
+
+def finish(command: list[str], log_path: Path) -> None:
+    code = run_to_end(command, log_path)
+    if code != 0:
+        raise CellError(f"run exited {code}; see {log_path}")
+
+
+def relay_outbox(bootstrap: str, database_url: str) -> int:
+    """Publish what the pattern left in the outbox (the article's CDC step)."""
+    with connect(database_url) as db:
+        outbox = Outbox(db)
+        outbox.create_schema()
+        relay = Relay(db, outbox, RelayConfig(bootstrap, batch_size=100, idle_sleep_s=0.1))
+        return relay.run(lambda: False, idle_exit_s=0.5)
+
+
+def audit_outputs(
+    bootstrap: str,
+    input_topic: str,
+    outputs: dict[str, Callable[[], Sink]],
+) -> AuditReport:
+    """Audit every output (name -> reader) against the input events."""
+    source = read_input(bootstrap, input_topic, EXTRACTOR, 60)
+    sinks = []
+    for name, read in outputs.items():
+        sink = read()
+        sink.name = name
+        sinks.append(sink)
+    return audit(
+        source.events,
+        sinks,
+        aborted_input_ids=source.aborted_ids,
+        input_unreadable=source.unreadable,
+        input_aborted_visible=source.aborted_visible,
+    )
+
+
+def output_readers(
+    bootstrap: str,
+    outputs: tuple[str, ...],
+    names: CellNames,
+    database_url: str,
+    rest_url: str | None = None,
+) -> dict[str, Callable[[], Sink]]:
+    readers: dict[str, Callable[[], Sink]] = {
+        "rest": lambda: read_table(rest_url or "", EXTRACTOR, query=CALLS_QUERY),
+        "db": lambda: read_table(database_url, EXTRACTOR, query=ENTITIES_QUERY),
+        "topic": lambda: read_output_topic(bootstrap, names.output, EXTRACTOR, timeout=60),
+    }
+    return {name: readers[name] for name in outputs}
+
+
+def first_copies(sink: Sink) -> tuple[Sink, int]:
+    """The sink as a consumer's inbox sees it: later copies of an event dropped."""
+    seen: set[str] = set()
+    kept = []
+    for record in sink.records:
+        if record.id not in seen:
+            seen.add(record.id)
+            kept.append(record)
+    return Sink(sink.name, kept, sink.check_order, sink.unreadable), len(sink.records) - len(kept)
+
+
+# -- families -------------------------------------------------------------------------------
+
+Injector = Callable[[subprocess.Popen], None]
+CellRunner = Callable[[ChaosEnvironment, Scenario, Cell, CellNames, Path], tuple[AuditReport, str]]
+
+
+def run_article(
+    env: ChaosEnvironment, scenario: Scenario, cell: Cell, names: CellNames, cell_dir: Path
+) -> tuple[AuditReport, str]:
+    create_topics(env.bootstrap, names.input, names.output)
+    produce_events(env.bootstrap, names.input)
+    database_url = env.databases.create(names.prefix)
+    with RestService(cell_dir / "rest.db") as rest:
+        command = worker_command(
+            env.bootstrap, "article", scenario.pattern, names, database_url,
+            "--rest-url", rest.url,
+        )  # fmt: skip
+        crash_then_finish(command, cell, cell_dir / "worker.log")
+    note = ""
+    if scenario.pattern in OUTBOX_PATTERNS:
+        note = f"relay published {relay_outbox(env.bootstrap, database_url)}"
+    readers = output_readers(
+        env.bootstrap, scenario.outputs, names, database_url, f"sqlite:///{cell_dir / 'rest.db'}"
+    )
+    return audit_outputs(env.bootstrap, names.input, readers), note
+
+
+def run_runner(
+    env: ChaosEnvironment, scenario: Scenario, cell: Cell, names: CellNames, cell_dir: Path
+) -> tuple[AuditReport, str]:
+    create_topics(env.bootstrap, names.input, names.output)
+    produce_events(env.bootstrap, names.input)
+    database_url = env.databases.create(names.prefix)
+    command = worker_command(env.bootstrap, "runner", scenario.pattern, names, database_url)
+    crash_then_finish(command, cell, cell_dir / "worker.log")
+    note = ""
+    if scenario.pattern in OUTBOX_PATTERNS:
+        note = f"relay published {relay_outbox(env.bootstrap, database_url)}"
+    readers = output_readers(env.bootstrap, tuple(cell.expected), names, database_url)
+    return audit_outputs(env.bootstrap, names.input, readers), note
+
+
+def run_relay(
+    env: ChaosEnvironment, scenario: Scenario, cell: Cell, names: CellNames, cell_dir: Path
+) -> tuple[AuditReport, str]:
+    """The outbox filled with every input event, then ``onceflow relay`` killed at a step."""
+    create_topics(env.bootstrap, names.input, names.output)
+    produce_events(env.bootstrap, names.input)
+    database_url = env.databases.create(names.prefix)
+    source = read_input(env.bootstrap, names.input, EXTRACTOR, 60)
+    with connect(database_url) as db:
+        outbox = Outbox(db)
+        outbox.create_schema()
+        with db.transaction() as tx:
+            for event in sorted(source.events, key=lambda e: (e.partition, e.offset)):
+                body = {"id": event.id, "key": event.key}
+                outbox.add(tx, names.output, event.key, json.dumps(body))
+    command = [
+        sys.executable, "-m", "onceflow", "relay", "--database-url", database_url,
+        "--bootstrap", env.bootstrap, "--idle-exit", "2.5", "--batch-size", "5",
+        "--lease-ttl-ms", "1000", "--log-level", "WARNING",
+    ]  # fmt: skip
+    crash_then_finish(command, cell, cell_dir / "relay.log")
+    wire = read_output_topic(env.bootstrap, names.output, EXTRACTOR, timeout=60)
+    deduplicated, removed = first_copies(wire)
+    report = audit_outputs(env.bootstrap, names.input, {"topic": lambda: deduplicated})
+    return report, f"{removed} duplicate copies on the wire, removed by the consumer's inbox"
+
+
+def run_spark(
+    env: ChaosEnvironment, scenario: Scenario, cell: Cell, names: CellNames, cell_dir: Path
+) -> tuple[AuditReport, str]:
+    create_topics(env.bootstrap, names.input, names.output)
+    produce_events(env.bootstrap, names.input)
+    database_url = env.databases.create(names.prefix)
+    command = [
+        sys.executable, "-m", "onceflow.verify.chaos.spark_job", "--bootstrap", env.bootstrap,
+        "--input", names.input, "--checkpoint", str(cell_dir / "checkpoint"),
+        "--sink-id", names.prefix, "--max-offsets-per-trigger", "10",
+    ]  # fmt: skip
+    if scenario.pattern == "database_sink":
+        command += ["--database-url", database_url]
+    else:
+        command += ["--output-topic", names.output]
+    log_path = cell_dir / "spark.log"
+    crash_env = {
+        "ONCEFLOW_SPARK_CRASH_AT": f"{cell.step}@{cell.occurrence}",
+        "ONCEFLOW_SPARK_CRASH_FILE": str(cell_dir / "crashes.txt"),
+    }
+    for armed in (crash_env, {}):
+        with open(log_path, "a") as log:
+            process = start(command, log, armed, stdout=log, start_new_session=True)
+            try:
+                code = process.wait(SPARK_TIMEOUT_S)
+            except subprocess.TimeoutExpired:
+                os.killpg(process.pid, signal.SIGKILL)
+                process.wait()
+                raise CellError(f"Spark job did not finish; see {log_path}") from None
+        if armed and code != -signal.SIGKILL:
+            raise CellError(f"armed Spark job exited {code}, not at {cell.step}; see {log_path}")
+        if not armed and code != 0:
+            raise CellError(f"Spark job exited {code}; see {log_path}")
+    readers = output_readers(env.bootstrap, tuple(cell.expected), names, database_url)
+    if "db" in readers:  # rows of parallel tasks: a table promises no order
+        readers["db"] = lambda: read_table(
+            database_url, EXTRACTOR, query=SPARK_TABLE_QUERY, check_order=False
+        )
+    return audit_outputs(env.bootstrap, names.input, readers), "driver process group SIGKILLed"
+
+
+# -- faults that are not a worker crash -----------------------------------------------------
+
+
+def paused_run(command: list[str], pause_at: str, log_path: Path, fault: Injector) -> None:
+    """Run until the worker pauses at ``pause_at``, apply ``fault``, let it finish."""
+    paused = threading.Event()
+    with open(log_path, "a") as log:
+        process = start(
+            command, log, {PAUSE_VAR: pause_at}, stdout=subprocess.PIPE, stdin=subprocess.PIPE
+        )
+
+        def watch() -> None:
+            assert process.stdout is not None
+            for line in process.stdout:
+                log.write(line)
+                if line.startswith("paused "):
+                    paused.set()
+
+        watcher = threading.Thread(target=watch, daemon=True)
+        watcher.start()
+        try:
+            deadline = time.monotonic() + RUN_TIMEOUT_S
+            while not paused.wait(0.2):
+                if process.poll() is not None or time.monotonic() > deadline:
+                    raise CellError(f"worker never reached {pause_at}; see {log_path}")
+            fault(process)
+            code = process.wait(RUN_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            raise CellError(f"worker did not finish after the fault; see {log_path}") from None
+        finally:
+            if process.poll() is None:
+                process.kill()
+                process.wait()
+            watcher.join(5)
+    if code != 0:
+        raise CellError(f"worker exited {code} after the fault; see {log_path}")
+
+
+def release(process: subprocess.Popen) -> None:
+    assert process.stdin is not None
+    process.stdin.write("\n")
+    process.stdin.flush()
+
+
+@contextmanager
+def fault_setting(
+    kind: str, env: ChaosEnvironment, cell_dir: Path, database_url: str
+) -> Iterator[tuple[str, Injector, str]]:
+    """(bootstrap the worker uses, what to do once it paused, what was done)."""
+    if kind == "database_unavailable":
+
+        def lock_database(process: subprocess.Popen) -> None:
+            with hold_unavailable(database_url, "entities"):
+                release(process)
+                time.sleep(3)
+
+        yield env.bootstrap, lock_database, "database locked for 3 s (worker lock timeout 1 s)"
+        return
+    proxied = kind == "network_cut"
+    broker = BrokerProcess(
+        cell_dir / "broker",
+        advertised_host="127.0.0.2" if proxied else None,
+        log_path=cell_dir / "broker.log",
+    ).start()
+    try:
+        if not proxied:
+
+            def kill_broker(process: subprocess.Popen) -> None:
+                release(process)
+                time.sleep(random.uniform(0.0, 0.02))  # the commit request is in flight
+                broker.restart(kill=True)
+
+            yield broker.bootstrap, kill_broker, "broker SIGKILLed and restarted"
+            return
+        # The broker advertises 127.0.0.2 (loopback on Linux), where the proxy listens on
+        # the same port: every connection a client opens goes through the proxy.
+        port = broker.port
+        with TcpProxy(("127.0.0.2", port), ("127.0.0.1", port)) as proxy:
+
+            def cut_network(process: subprocess.Popen) -> None:
+                proxy.cut()
+                release(process)
+                time.sleep(3)
+                proxy.restore()
+
+            yield f"127.0.0.2:{port}", cut_network, "network cut for 3 s (TCP proxy)"
+    finally:
+        broker.stop()
+
+
+def run_fault(
+    env: ChaosEnvironment, scenario: Scenario, cell: Cell, names: CellNames, cell_dir: Path
+) -> tuple[AuditReport, str]:
+    """The worker pauses at the cell's step; the fault is applied; it must still finish."""
+    mode, _, step = cell.step.partition(":")
+    database_url = env.databases.create(names.prefix)
+    extra = ("--lock-timeout-ms", "1000") if cell.fault == "database_unavailable" else ()
+    with fault_setting(cell.fault, env, cell_dir, database_url) as (bootstrap, inject, note):
+        create_topics(bootstrap, names.input, names.output)
+        produce_events(bootstrap, names.input)
+        command = worker_command(bootstrap, "runner", mode, names, database_url, *extra)
+        paused_run(command, f"{step}:{cell.occurrence}", cell_dir / "worker.log", inject)
+        readers = output_readers(bootstrap, tuple(cell.expected), names, database_url)
+        return audit_outputs(bootstrap, names.input, readers), note
+
+
+CELL_RUNNERS: dict[str, CellRunner] = {
+    "article": run_article,
+    "runner": run_runner,
+    "relay": run_relay,
+    "spark": run_spark,
+    "broker_kill": run_fault,
+    "database_unavailable": run_fault,
+    "network_cut": run_fault,
+}

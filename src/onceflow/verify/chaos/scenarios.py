@@ -1,0 +1,348 @@
+"""The chaos matrix: every pattern, every crash point, and what should come out of it.
+
+Rows are patterns; cells are crash points (a SIGKILL right after that step, or another
+fault at that point); each cell names, per output, what the seed articles predict:
+
+* ``ok`` — every event exactly once;
+* ``duplicated`` — some event more than once;
+* ``lost`` — some event missing.
+
+Outputs: ``rest`` (calls to the REST service), ``db`` (the ``entities`` table), ``topic``
+(the output topic read with read_committed).
+
+The ``article`` rows transcribe "Kafka Deduplication Patterns" (part 2, its numbered flows
+and its appendix on data loss) and the Karafka article on offsets in the database
+transaction. The ``runner`` rows are onceflow's own ``Runner`` at each of its crash points
+(at-most-once and at-least-once are the baselines), ``relay`` is ``onceflow relay``,
+``spark`` the exactly-once Spark sinks, ``fault`` the faults that are not a worker crash:
+a broker SIGKILL during a commit, the database unavailable for a while, a network cut.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from onceflow.verify.chaos.flows import FLOWS, STEP_LABELS
+
+OK, DUPLICATED, LOST = "ok", "duplicated", "lost"
+OUTCOMES = (OK, DUPLICATED, LOST)
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One crash point of one pattern and the outcome expected per output."""
+
+    step: str
+    label: str
+    expected: dict[str, str]
+    number: int | None = None  # the article's step number
+    occurrence: int = 3  # SIGKILL the N-th time the step is reached
+    quick: bool = False
+    fault: str = "sigkill"  # sigkill | broker_kill | database_unavailable | network_cut
+
+
+@dataclass(frozen=True)
+class Scenario:
+    name: str  # "family/pattern"
+    title: str
+    outputs: tuple[str, ...]
+    cells: tuple[Cell, ...]
+    exactly_once: bool  # onceflow's claim: no anomaly in any cell
+    source: str = ""  # where the prediction comes from
+    options: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def family(self) -> str:
+        return self.name.split("/", 1)[0]
+
+    @property
+    def pattern(self) -> str:
+        return self.name.split("/", 1)[1]
+
+
+def _expect(outputs: tuple[str, ...], dup: str = "", lost: str = "") -> dict[str, str]:
+    duplicated, missing = set(dup.split()), set(lost.split())
+    unknown = (duplicated | missing) - set(outputs)
+    if unknown:
+        raise ValueError(f"outputs {sorted(unknown)} not in {outputs}")
+    return {o: LOST if o in missing else DUPLICATED if o in duplicated else OK for o in outputs}
+
+
+def _article(
+    flow: str,
+    title: str,
+    outputs: tuple[str, ...],
+    predictions: dict[str, tuple[str, str]],
+    quick: set[str],
+    source: str,
+) -> Scenario:
+    """``predictions``: step -> (outputs duplicated, outputs lost), default nothing."""
+    steps = FLOWS[flow]
+    cells = tuple(
+        Cell(
+            step=step,
+            label=STEP_LABELS[step],
+            expected=_expect(outputs, *predictions.get(step, ("", ""))),
+            number=number,
+            quick=step in quick,
+        )
+        for number, step in enumerate(steps, start=1)
+    )
+    return Scenario(f"article/{flow}", title, outputs, cells, exactly_once=False, source=source)
+
+
+ALL = ("rest", "db", "topic")
+DEDUP = "Kafka Deduplication Patterns, part 2"
+
+ARTICLE = (
+    _article(
+        "no_dedup", "No deduplication", ALL,
+        {
+            "rest_post": ("rest", ""), "begin_db": ("rest", ""), "insert_entity": ("rest", ""),
+            "commit_db": ("rest db", ""), "produce": ("rest db topic", ""),
+        },
+        {"commit_db", "produce"}, DEDUP,
+    ),
+    _article(
+        "idempotent_consumer", "Idempotent consumer", ALL,
+        {
+            "rest_post": ("rest", ""), "insert_entity": ("rest", ""),
+            "produce": ("rest topic", ""),
+        },
+        {"produce", "commit_db"}, DEDUP,
+    ),
+    _article(
+        "outbox", "Transactional outbox", ALL,
+        {
+            "rest_post": ("rest", ""), "begin_db": ("rest", ""), "insert_entity": ("rest", ""),
+            "insert_outbox": ("rest", ""), "commit_db": ("rest db topic", ""),
+        },
+        {"commit_db"}, DEDUP,
+    ),
+    _article(
+        "idempotent_consumer_outbox", "Idempotent consumer + transactional outbox", ALL,
+        {
+            "rest_post": ("rest", ""), "insert_entity": ("rest", ""),
+            "insert_outbox": ("rest", ""),
+        },
+        {"insert_outbox", "commit_db"}, DEDUP,
+    ),
+    _article(
+        "kafka_transactions", "Kafka transactions", ALL,
+        {
+            "rest_post": ("rest", ""), "begin_db": ("rest", ""), "insert_entity": ("rest", ""),
+            "commit_db": ("rest db", ""), "begin_kafka": ("rest db", ""),
+            "produce": ("rest db", ""), "send_offsets": ("rest db", ""),
+        },
+        {"produce", "commit_kafka"}, DEDUP,
+    ),
+    _article(
+        "idempotent_consumer_kafka_transactions_db_first",
+        "Idempotent consumer + Kafka transactions (DB commit first)", ALL,
+        {
+            "rest_post": ("rest", ""), "insert_entity": ("rest", ""),
+            "commit_db": ("", "topic"), "begin_kafka": ("", "topic"),
+            "produce": ("", "topic"), "send_offsets": ("", "topic"),
+        },
+        {"commit_db"}, f"{DEDUP}, appendix",
+    ),
+    _article(
+        "idempotent_consumer_kafka_transactions_kafka_first",
+        "Idempotent consumer + Kafka transactions (Kafka commit first)", ALL,
+        {
+            "rest_post": ("rest", ""), "insert_entity": ("rest", ""),
+            "begin_kafka": ("rest", ""), "produce": ("rest", ""), "send_offsets": ("rest", ""),
+            "commit_kafka": ("", "db"),
+        },
+        {"commit_kafka"}, f"{DEDUP}, appendix",
+    ),
+    _article(
+        "db_offsets", "Offsets in the database transaction", ("rest", "db"),
+        {
+            "rest_post": ("rest", ""), "insert_entity": ("rest", ""),
+            "store_offset": ("rest", ""),
+        },
+        {"store_offset", "commit_db"}, "Transactional offsets with Karafka",
+    ),
+)  # fmt: skip
+
+
+def _runner(
+    mode: str,
+    title: str,
+    outputs: tuple[str, ...],
+    steps: dict[str, tuple[str, str]],
+    quick: set[str],
+    exactly_once: bool,
+    occurrences: dict[str, int] | None = None,
+) -> Scenario:
+    cells = tuple(
+        Cell(
+            step=step,
+            label=step.replace("_", " "),
+            expected=_expect(outputs, *outcome),
+            occurrence=(occurrences or {}).get(step, 3),
+            quick=step in quick,
+        )
+        for step, outcome in steps.items()
+    )
+    source = "docs/patterns.md" if exactly_once else "processing.guarantee semantics"
+    return Scenario(f"runner/{mode}", title, outputs, cells, exactly_once, source)
+
+
+NOTHING = ("", "")
+RUNNER = (
+    _runner(
+        "at_most_once", "Runner at_most_once (baseline)", ("db", "topic"),
+        {
+            "after_consume": NOTHING, "after_kafka_commit": ("", "db topic"),
+            "after_begin": ("", "db topic"), "before_db_commit": ("", "db"),
+            "after_db_commit": NOTHING, "after_produce": NOTHING,
+        },
+        {"after_kafka_commit"}, exactly_once=False,
+    ),
+    _runner(
+        "at_least_once", "Runner at_least_once (baseline)", ("db", "topic"),
+        {
+            "after_consume": NOTHING, "after_begin": NOTHING, "before_db_commit": ("topic", ""),
+            "after_db_commit": ("db topic", ""), "after_produce": ("db topic", ""),
+            "after_kafka_commit": NOTHING,
+        },
+        {"after_db_commit"}, exactly_once=False,
+    ),
+    _runner(
+        "db_offsets", "Runner exactly_once: offsets in the database", ("db",),
+        dict.fromkeys(
+            ("after_lock_assignment", "after_seek", "after_consume", "after_lock_batch",
+             "after_work", "after_store_offset", "before_db_commit", "after_db_commit",
+             "after_kafka_commit"),
+            NOTHING,
+        ),
+        {"after_store_offset", "after_db_commit"}, exactly_once=True,
+        occurrences={"after_lock_assignment": 1, "after_seek": 1},
+    ),
+    _runner(
+        "inbox", "Runner exactly_once: idempotent consumer", ("db",),
+        dict.fromkeys(
+            ("after_consume", "after_begin", "before_db_commit", "after_db_commit",
+             "after_produce", "after_kafka_commit"),
+            NOTHING,
+        ),
+        {"after_db_commit"}, exactly_once=True,
+    ),
+    _runner(
+        "inbox_outbox", "Runner exactly_once: idempotent consumer + outbox", ("db", "topic"),
+        dict.fromkeys(
+            ("after_consume", "after_begin", "before_db_commit", "after_db_commit",
+             "after_produce", "after_kafka_commit"),
+            NOTHING,
+        ),
+        {"before_db_commit"}, exactly_once=True,
+    ),
+    _runner(
+        "kafka_transactions", "Runner exactly_once: Kafka transactions", ("topic",),
+        dict.fromkeys(
+            ("after_consume", "after_begin", "after_produce", "after_send_offsets",
+             "after_kafka_commit"),
+            NOTHING,
+        ),
+        {"after_send_offsets"}, exactly_once=True,
+    ),
+)  # fmt: skip
+
+RELAY = Scenario(
+    "relay/outbox_relay",
+    "onceflow relay (topic after the consumer's inbox)",
+    ("topic",),
+    tuple(
+        Cell(step, step.replace("_", " "), {"topic": OK}, quick=step == "after_flush")
+        for step in (
+            "after_claim", "after_select", "after_produce", "after_flush", "after_mark",
+            "after_db_commit",
+        )
+    ),
+    exactly_once=True,
+    source="docs/patterns.md",
+)
+
+SPARK = (
+    Scenario(
+        "spark/database_sink",
+        "Spark exactly-once database sink",
+        ("db",),
+        tuple(
+            Cell(step, step, {"db": OK}, occurrence=1, quick=step == "database.after_commit")
+            for step in ("database.after_stage", "database.before_commit", "database.after_commit")
+        ),
+        exactly_once=True,
+        source="docs/spark.md",
+    ),
+    Scenario(
+        "spark/kafka_sink",
+        "Spark exactly-once Kafka sink",
+        ("topic",),
+        tuple(
+            Cell(step, step, {"topic": OK}, occurrence=1)
+            for step in ("kafka.after_task_commit", "kafka.before_commit")
+        ),
+        exactly_once=True,
+        source="docs/spark.md",
+    ),
+)
+
+FAULTS = (
+    Scenario(
+        "fault/broker_kill",
+        "Broker SIGKILL during a commit",
+        ("db", "topic"),
+        (
+            Cell("kafka_transactions:after_send_offsets", "EndTxn in flight",
+                 {"topic": OK}, fault="broker_kill", quick=True),
+            Cell("db_offsets:after_db_commit", "offset commit in flight",
+                 {"db": OK}, fault="broker_kill"),
+        ),
+        exactly_once=True,
+    ),
+    Scenario(
+        "fault/database_unavailable",
+        "Database unavailable for 3 s",
+        ("db", "topic"),
+        (
+            Cell("db_offsets:after_consume", "while a batch is processed",
+                 {"db": OK}, fault="database_unavailable", quick=True),
+            Cell("inbox:after_consume", "while a batch is processed",
+                 {"db": OK}, fault="database_unavailable"),
+        ),
+        exactly_once=True,
+    ),
+    Scenario(
+        "fault/network_cut",
+        "Network cut worker-broker for 3 s",
+        ("db", "topic"),
+        (
+            Cell("kafka_transactions:after_produce", "inside a Kafka transaction",
+                 {"topic": OK}, fault="network_cut", quick=True),
+            Cell("db_offsets:after_work", "inside a database transaction",
+                 {"db": OK}, fault="network_cut"),
+        ),
+        exactly_once=True,
+    ),
+)
+
+SCENARIOS: tuple[Scenario, ...] = (*ARTICLE, *RUNNER, RELAY, *SPARK, *FAULTS)
+
+
+def select(
+    quick: bool = False, patterns: tuple[str, ...] = (), families: tuple[str, ...] = ()
+) -> list[tuple[Scenario, Cell]]:
+    """The cells to run: all, or the quick subset; optionally only some patterns/families."""
+    chosen = []
+    for scenario in SCENARIOS:
+        if families and scenario.family not in families:
+            continue
+        if patterns and not any(p in (scenario.name, scenario.pattern) for p in patterns):
+            continue
+        for cell in scenario.cells:
+            if not quick or cell.quick:
+                chosen.append((scenario, cell))
+    return chosen

@@ -1,0 +1,97 @@
+"""The Spark cells' job: events from the input topic into an exactly-once onceflow sink.
+
+    python -m onceflow.verify.chaos.spark_job --bootstrap H:P --input TOPIC --checkpoint DIR
+        --sink-id ID (--database-url URL | --output-topic TOPIC) [--max-offsets-per-trigger N]
+
+Runs ``Trigger.AvailableNow`` on ``local[2]``: the whole input, then exit 0. With
+``ONCEFLOW_SPARK_CRASH_AT`` set (see ``onceflow.spark.crash``) the process group (Python
+driver, JVM, Python workers) is SIGKILLed at that step, like a machine failure.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+TABLE = "spark_entities"
+TABLE_QUERY = f"SELECT event_id AS id, key FROM {TABLE}"
+EVENT_SCHEMA = "id STRING, key STRING, n LONG"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m onceflow.verify.chaos.spark_job")
+    parser.add_argument("--bootstrap", required=True)
+    parser.add_argument("--input", required=True)
+    parser.add_argument("--checkpoint", required=True)
+    parser.add_argument("--sink-id", required=True)
+    parser.add_argument("--database-url")
+    parser.add_argument("--output-topic")
+    parser.add_argument("--max-offsets-per-trigger", default="10")
+    parser.add_argument("--master", default="local[2]")
+    args = parser.parse_args(argv)
+    if (args.database_url is None) == (args.output_topic is None):
+        parser.error("give exactly one of --database-url and --output-topic")
+
+    from onceflow.spark import crash
+
+    if os.environ.get(crash.ENV_VAR):
+        os.environ[crash.PGID_VAR] = str(os.getpgrp())  # inherited by the JVM and workers
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    from pyspark.sql import SparkSession
+    from pyspark.sql import functions as F
+
+    import onceflow.spark
+
+    spark = (
+        SparkSession.builder.master(args.master)
+        .appName("onceflow-chaos")
+        .config("spark.ui.enabled", "false")
+        .config("spark.driver.host", "127.0.0.1")
+        .config("spark.driver.bindAddress", "127.0.0.1")
+        .config("spark.sql.shuffle.partitions", "2")
+        .getOrCreate()
+    )
+    spark.sparkContext.setLogLevel("ERROR")
+    onceflow.spark.register(spark)
+    events = (
+        spark.readStream.format("onceflow")
+        .option("kafka.bootstrap.servers", args.bootstrap)
+        .option("subscribe", args.input)
+        .option("startingOffsets", "earliest")
+        .option("maxOffsetsPerTrigger", args.max_offsets_per_trigger)
+        .load()
+        .select(F.from_json(F.col("value").cast("string"), EVENT_SCHEMA).alias("e"))
+        .select(F.col("e.id").alias("event_id"), F.col("e.key").alias("key"), F.col("e.n"))
+    )
+    if args.database_url:
+        writer = (
+            events.writeStream.format("onceflow-database")
+            .option("url", args.database_url)
+            .option("table", TABLE)
+            .option("mode", "append")
+        )
+    else:
+        writer = (
+            events.select(
+                F.col("key"),
+                F.to_json(F.struct(F.col("event_id").alias("id"), "key", "n")).alias("value"),
+            )
+            .writeStream.format("onceflow-kafka")
+            .option("kafka.bootstrap.servers", args.bootstrap)
+            .option("topic", args.output_topic)
+        )
+    query = (
+        writer.option("sinkId", args.sink_id)
+        .option("checkpointLocation", args.checkpoint)
+        .trigger(availableNow=True)
+        .start()
+    )
+    query.awaitTermination()
+    spark.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

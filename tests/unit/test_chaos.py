@@ -1,0 +1,153 @@
+"""The chaos matrix's pure parts: the catalogue, verdicts, rendering (no broker)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from onceflow.patterns import relay
+from onceflow.verify.audit import OutputRecord, Sink
+from onceflow.verify.chaos.cells import CellResult, first_copies, verdict
+from onceflow.verify.chaos.flows import FLOWS, STEP_LABELS, WORK_STEPS
+from onceflow.verify.chaos.heatmap import cell_colour, draw
+from onceflow.verify.chaos.matrix import ChaosMatrix, load, ordered, summarize
+from onceflow.verify.chaos.scenarios import (
+    ARTICLE,
+    DUPLICATED,
+    LOST,
+    OK,
+    OUTCOMES,
+    SCENARIOS,
+    select,
+)
+
+
+def test_every_article_flow_is_a_row_with_one_cell_per_numbered_step():
+    assert {scenario.pattern for scenario in ARTICLE} == set(FLOWS)
+    for scenario in ARTICLE:
+        steps = FLOWS[scenario.pattern]
+        assert [cell.step for cell in scenario.cells] == list(steps)
+        assert [cell.number for cell in scenario.cells] == list(range(1, len(steps) + 1))
+        assert all(step in STEP_LABELS for step in steps)
+
+
+def test_every_cell_predicts_every_output_of_its_row():
+    for scenario in SCENARIOS:
+        for cell in scenario.cells:
+            assert set(cell.expected) <= set(scenario.outputs), (scenario.name, cell.step)
+            assert set(cell.expected.values()) <= set(OUTCOMES)
+
+
+def test_the_articles_predictions_as_transcribed():
+    rows = {scenario.pattern: scenario for scenario in ARTICLE}
+
+    def expected(pattern: str, step: str) -> dict[str, str]:
+        return next(c.expected for c in rows[pattern].cells if c.step == step)
+
+    assert expected("no_dedup", "produce") == {"rest": DUPLICATED, "db": DUPLICATED,
+                                                "topic": DUPLICATED}  # fmt: skip
+    assert expected("no_dedup", "update_offsets") == {"rest": OK, "db": OK, "topic": OK}
+    assert expected("idempotent_consumer", "produce")["topic"] == DUPLICATED
+    assert expected("idempotent_consumer", "commit_db") == {"rest": OK, "db": OK, "topic": OK}
+    assert expected("outbox", "commit_db")["topic"] == DUPLICATED
+    sent = expected("kafka_transactions", "send_offsets")
+    assert sent == {"rest": DUPLICATED, "db": DUPLICATED, "topic": OK}
+    # the appendix: the two ways inbox + Kafka transactions lose data
+    db_first = "idempotent_consumer_kafka_transactions_db_first"
+    kafka_first = "idempotent_consumer_kafka_transactions_kafka_first"
+    assert expected(db_first, "commit_db")["topic"] == LOST
+    assert expected(kafka_first, "commit_kafka")["db"] == LOST
+
+
+def test_exactly_once_rows_predict_no_anomaly_and_baselines_predict_some():
+    for scenario in SCENARIOS:
+        outcomes = {o for cell in scenario.cells for o in cell.expected.values()}
+        if scenario.exactly_once:
+            assert outcomes == {OK}, scenario.name
+        elif scenario.family == "article" or "baseline" in scenario.title:
+            assert outcomes - {OK}, f"{scenario.name} predicts no anomaly anywhere"
+
+
+def test_relay_cells_are_the_relays_crash_points():
+    relay_row = next(s for s in SCENARIOS if s.family == "relay")
+    assert {cell.step for cell in relay_row.cells} <= set(relay.STEPS)
+
+
+def test_work_steps_are_steps():
+    assert set(STEP_LABELS) >= WORK_STEPS
+
+
+def test_quick_selects_a_subset_covering_every_family():
+    quick = select(quick=True)
+    everything = select()
+    assert 0 < len(quick) < len(everything)
+    assert {scenario.family for scenario, _ in quick} == {s.family for s in SCENARIOS}
+    assert select(patterns=("no_dedup",)) == [
+        (ARTICLE[0], cell) for cell in ARTICLE[0].cells
+    ]
+
+
+@pytest.mark.parametrize(
+    "counts,word",
+    [
+        ({}, OK),
+        ({"missing": 0, "duplicated": 0}, OK),
+        ({"duplicated": 2}, DUPLICATED),
+        ({"missing": 1}, LOST),
+        ({"missing": 1, "duplicated": 1}, "lost+duplicated"),
+        ({"reordered": 1}, "reordered"),
+        ({"aborted_visible": 3}, "aborted_visible"),
+    ],
+)
+def test_verdict(counts, word):
+    assert verdict(counts) == word
+
+
+def test_summary_groups_outputs_by_verdict():
+    assert summarize({"rest": OK, "db": OK}) == OK
+    assert summarize({"rest": DUPLICATED, "db": DUPLICATED, "topic": LOST}) == (
+        "duplicated: rest db; lost: topic"
+    )
+
+
+def test_first_copies_is_what_an_inbox_keeps():
+    records = [OutputRecord(i, "k", n, 0) for n, i in enumerate(["a", "b", "a", "c", "b"])]
+    kept, removed = first_copies(Sink("topic", records))
+    assert [r.id for r in kept.records] == ["a", "b", "c"] and removed == 2
+
+
+def _result(step: str, expected: dict, observed: dict, error: str | None = None) -> CellResult:
+    return CellResult("article/no_dedup", step, step, "sigkill", expected, observed,
+                      number=1, error=error)  # fmt: skip
+
+
+def test_a_cell_matches_only_when_observed_equals_predicted():
+    assert _result("produce", {"db": OK}, {"db": OK}).matches
+    assert not _result("produce", {"db": OK}, {"db": DUPLICATED}).matches
+    assert not _result("produce", {"db": OK}, {"db": OK}, error="boom").matches
+
+
+def test_matrix_round_trips_through_json_and_renders(tmp_path):
+    results = [
+        _result("commit_db", {"db": DUPLICATED}, {"db": DUPLICATED}),
+        _result("consume", {"db": OK}, {"db": LOST}),
+    ]
+    matrix = ChaosMatrix(ordered(results), seconds=3.0)
+    assert [r.step for r in matrix.results] == ["consume", "commit_db"]  # catalogue order
+    assert not matrix.ok and len(matrix.mismatches) == 1
+    path = tmp_path / "m.json"
+    path.write_text(matrix.to_json())
+    again = load(str(path))
+    assert again.to_dict()["results"] == matrix.to_dict()["results"]
+    markdown = matrix.to_markdown(image="m.png")
+    assert "![chaos matrix heat map](m.png)" in markdown
+    assert "| **NO** |" in markdown and "1 cell(s) differ" in markdown
+    assert json.loads(matrix.to_json())["mismatches"] == 1
+    png = draw(matrix, tmp_path / "m.png")
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_colours_follow_the_worst_outcome():
+    assert cell_colour(OK) != cell_colour("duplicated: db") != cell_colour("lost: topic")
+    assert cell_colour("duplicated: rest; lost: topic") == cell_colour("lost+duplicated")
