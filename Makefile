@@ -7,7 +7,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 PYTEST_WORKERS ?= 2
 
-.PHONY: demo broker-demo test lint unit integration system-deps venv bench clean
+.PHONY: demo broker-demo test lint unit integration system-deps venv bench guarantees clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -38,6 +38,11 @@ unit: venv
 
 lint: venv
 	$(BIN)/ruff check src tests benchmarks examples
+
+# The full chaos matrix (every pattern x every step, Spark included; about 15 minutes),
+# written to docs/guarantees.{md,json,png}.
+guarantees: venv system-deps
+	$(BIN)/onceflow chaos --out docs/guarantees
 
 bench: venv
 	$(BIN)/pip install --quiet -e '.[bench]'

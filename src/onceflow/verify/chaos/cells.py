@@ -177,7 +177,9 @@ def create_topics(bootstrap: str, *names: str) -> None:
 
 
 def produce_events(bootstrap: str, topic: str, count: int = EVENTS) -> None:
-    producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True})
+    producer = Producer(
+        {"bootstrap.servers": bootstrap, "enable.idempotence": True, "log_level": 4}
+    )
     for n in range(count):
         key = f"k{n % KEYS}"
         event = {"id": f"e{n}", "key": key, "n": n}
