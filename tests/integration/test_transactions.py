@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime
+import json
 import time
 import uuid
 
@@ -23,6 +24,7 @@ from kio.schema.txn_offset_commit.v3.request import (
     TxnOffsetCommitRequestTopic,
 )
 
+from onceflow.log.batch import iter_headers, read_key_values
 from onceflow.protocol.client import WireClient
 
 FAST_TIMEOUTS = {"transaction.abort.timed.out.transaction.cleanup.interval.ms": "200"}
@@ -217,6 +219,65 @@ def test_transactions_survive_broker_kill(kafka_broker):
         b"committed-3",
     ]
     assert b"orphaned" in read_values(bootstrap, "durable-tx", "read_uncommitted", until=5)
+
+
+def _drop_last_complete_record(data_dir, transactional_id: str) -> None:
+    """Cut __transaction_state back to before the last Complete* record of the id.
+
+    What a power loss leaves when EndTxn was answered (markers durable) but the
+    Complete record, whose fsync EndTxn does not wait for, never reached the disk.
+    """
+    directory = data_dir / "__transaction_state-0"
+    (segment,) = sorted(directory.glob("*.log"))[-1:]
+    data = segment.read_bytes()
+    cut = None
+    for header in iter_headers(data):
+        if header.is_control:
+            continue
+        for record in read_key_values(data, header):
+            if record.key == transactional_id.encode() and record.value is not None:
+                state = json.loads(record.value)["state"]
+                if state.startswith("Complete"):
+                    cut = header.position
+    assert cut is not None, "no Complete record was written"
+    with open(segment, "r+b") as handle:
+        handle.truncate(cut)
+    for snapshot in directory.glob("*.snapshot"):
+        snapshot.unlink()
+
+
+def test_commit_whose_complete_record_was_lost_is_completed_again(kafka_broker):
+    bootstrap = kafka_broker.bootstrap
+    create_topic(bootstrap, "lost-complete", 2)
+    create_topic(bootstrap, "lost-complete-input")
+    group = Consumer({"bootstrap.servers": bootstrap, "group.id": "lost-complete-group"})
+    producer = transactional_producer(bootstrap, "txn-lost-complete")
+    producer.begin_transaction()
+    for n in range(6):
+        producer.produce("lost-complete", value=f"v{n}".encode(), partition=n % 2)
+    producer.send_offsets_to_transaction(
+        [TopicPartition("lost-complete-input", 0, 42)], group.consumer_group_metadata(), 10
+    )
+    producer.commit_transaction(10)
+    del producer
+    kafka_broker.stop()
+    _drop_last_complete_record(kafka_broker.data_dir, "txn-lost-complete")
+    kafka_broker.start()  # recovery finds PrepareCommit and writes the markers again
+
+    expected = [b"v0", b"v2", b"v4", b"v1", b"v3", b"v5"]
+    assert sorted(read_values(bootstrap, "lost-complete", "read_committed", 6, partitions=2)) == (
+        sorted(expected)
+    )
+    committed = group.committed([TopicPartition("lost-complete-input", 0)], timeout=10)
+    assert committed[0].offset == 42
+    # Nothing is left open: the same id commits again, and read_committed sees it.
+    producer = transactional_producer(bootstrap, "txn-lost-complete")
+    producer.begin_transaction()
+    producer.produce("lost-complete", value=b"after", partition=0)
+    producer.commit_transaction(10)
+    values = read_values(bootstrap, "lost-complete", "read_committed", 7, partitions=2)
+    assert sorted(values) == sorted([*expected, b"after"])
+    group.close()
 
 
 def test_protocol_errors_for_bad_transactional_requests(kafka_broker):

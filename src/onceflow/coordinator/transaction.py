@@ -162,13 +162,19 @@ class TransactionCoordinator:
 
     async def _persist(self, metadata: TransactionMetadata) -> None:
         """Write the metadata record and wait until it is durable."""
+        offset = self._write(metadata)
+        assert self._state_log is not None
+        await self._state_log.wait_durable(offset + 1)
+
+    def _write(self, metadata: TransactionMetadata) -> int:
+        """Append the metadata record and ask for its fsync; return its offset."""
         assert self._state_log is not None
         metadata.update_ms = now_ms()
         offset = self._state_log.append_records(
             [KeyValue(metadata.transactional_id.encode(), metadata.to_json())]
         )
         self.broker.logs.mark_dirty(self._state_log)
-        await self._state_log.wait_durable(offset + 1)
+        return offset
 
     # -- validation -----------------------------------------------------------------------
 
@@ -415,9 +421,14 @@ class TransactionCoordinator:
                 self.broker.groups.complete_transaction(metadata.producer_id, committed, number)
         if waits:
             await asyncio.gather(*waits)
+        # Every marker is durable: the transaction is complete. The Complete record is
+        # written and fsynced, but not waited for: until it is durable, recovery finds the
+        # Prepare record and writes the same markers again, which changes nothing (no
+        # partition has this transaction open any more), and any later record of this
+        # transactional id (the next AddPartitionsToTxn) is durable only after it.
         metadata.state = TxnState.COMPLETE_COMMIT if committed else TxnState.COMPLETE_ABORT
         metadata.partitions.clear()
-        await self._persist(metadata)
+        self._write(metadata)
 
     # -- timeouts -------------------------------------------------------------------------
 
