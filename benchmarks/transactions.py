@@ -1,0 +1,351 @@
+"""Cost of Kafka transactions: a transactional copy against the same copy at-least-once.
+
+    python benchmarks/transactions.py [--records 500000] [--repeat 7] [--partitions 4]
+                                      [--commit-interval-ms 100] [--value-bytes 100]
+                                      [--warmup 20000] [--bootstrap HOST:PORT]
+
+One embedded onceflow broker (``python -m onceflow broker`` on a temporary data directory,
+default settings: ``log.flush.policy=always``, so every acks=all answer, offset commit and
+transaction state change is fsynced) unless ``--bootstrap`` is given. An input topic of
+``--partitions`` partitions is filled once with ``--records`` small records (8-byte key,
+``--value-bytes`` value; not timed). Every repetition then copies the whole input twice,
+to a fresh output topic with a fresh consumer group each time, once per mode, in
+alternating order (so that noise from other work on the machine hits both alike):
+
+* **transactional** (exactly-once): a confluent-kafka consumer in the group
+  (``isolation.level=read_committed``, no auto commit) and a transactional producer;
+  each record's value is transformed (upper-cased) and produced to the same partition of
+  the output topic; every ``--commit-interval-ms`` the consumer positions are sent with
+  ``send_offsets_to_transaction`` and the transaction is committed, then the next one
+  begins.
+* **at-least-once**: the same consumer and loop with an idempotent producer (acks=all);
+  every ``--commit-interval-ms`` the producer is flushed, then the positions are committed
+  with a synchronous ``commit()``.
+
+records/s is timed from the first record received to the end of the last commit (the
+group join before it is not counted); the time spent in the commit calls is shown too
+(``send_offsets_to_transaction`` + ``commit_transaction``, or ``flush`` + ``commit``).
+A warm-up copy of ``--warmup`` records in each mode runs first and is not counted. The
+median over ``--repeat`` repetitions is reported with min/max, and the overhead of
+transactions = 1 - transactional / at-least-once records/s. Each copy is checked: the
+group's committed offsets reach the end of the input and the output holds every record
+(plus one commit marker per partition and transaction in the transactional mode).
+
+Both modes read with the same consumer settings. The consumer prefetches in the
+background (librdkafka), so the copy loop is bound by the client's per-record work and
+by the commits; what transactions add is the commit's extra round trips and fsyncs
+(AddPartitionsToTxn, AddOffsetsToTxn, TxnOffsetCommit, EndTxn with its Prepare record
+and markers) against the at-least-once flush and OffsetCommit.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from onceflow.testing import BrokerProcess
+
+KEY_BYTES = 8
+MODES = ("transactional", "at-least-once")
+
+CONSUMER_CONFIG = {
+    "isolation.level": "read_committed",
+    "enable.auto.commit": False,
+    "auto.offset.reset": "earliest",
+    "enable.partition.eof": False,
+    "session.timeout.ms": 10_000,
+    # librdkafka postpones a partition's next fetch by fetch.queue.backoff.ms (1 s by
+    # default) once its local queue is over queued.max.messages.kbytes, which a copy of
+    # small records hits at random moments: 1 s stalls that would drown what is measured.
+    "fetch.queue.backoff.ms": 10,
+}
+PRODUCER_CONFIG = {
+    "linger.ms": 5,
+    "compression.type": "none",
+    "queue.buffering.max.messages": 500_000,
+}
+
+
+@dataclass
+class Copy:
+    """One timed copy: records copied, seconds, commits made and the time spent in them."""
+
+    records: int
+    seconds: float
+    commits: int
+    commit_seconds: float
+
+    @property
+    def rate(self) -> float:
+        return self.records / self.seconds
+
+
+@dataclass
+class Results:
+    runs: dict[str, list[Copy]] = field(default_factory=lambda: {mode: [] for mode in MODES})
+
+    def median_rate(self, mode: str) -> float:
+        return statistics.median(copy.rate for copy in self.runs[mode])
+
+
+# -- topics -------------------------------------------------------------------------------
+
+
+def create_topic(bootstrap: str, name: str, partitions: int) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    for future in admin.create_topics([NewTopic(name, partitions, 1)]).values():
+        future.result(30)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        meta = admin.list_topics(name, timeout=10).topics.get(name)
+        if meta is not None and meta.error is None and len(meta.partitions) == partitions:
+            return
+        time.sleep(0.1)
+    raise RuntimeError(f"topic {name} did not appear")
+
+
+def delete_topic(bootstrap: str, name: str) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    try:
+        for future in admin.delete_topics([name]).values():
+            future.result(30)
+    except KafkaException:
+        pass
+
+
+def fill(bootstrap: str, topic: str, partitions: int, records: int, value_bytes: int) -> None:
+    """Write the input: ``records`` records spread evenly over the partitions (not timed)."""
+    producer = Producer(
+        {"bootstrap.servers": bootstrap, "enable.idempotence": True, **PRODUCER_CONFIG}
+    )
+    value = (b"record-value-" * (value_bytes // 13 + 1))[:value_bytes]
+    for n in range(records):
+        while True:
+            try:
+                producer.produce(topic, value, f"{n:0{KEY_BYTES}d}".encode(), n % partitions)
+                break
+            except BufferError:
+                producer.poll(0.01)
+    if producer.flush(120):
+        raise RuntimeError(f"could not fill {topic}")
+
+
+def end_offsets(bootstrap: str, topic: str, partitions: int) -> list[int]:
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "transactions-bench-end"})
+    try:
+        return [
+            consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1]
+            for p in range(partitions)
+        ]
+    finally:
+        consumer.close()
+
+
+# -- the copy -----------------------------------------------------------------------------
+
+
+def positions(consumer: Consumer) -> list[TopicPartition]:
+    """Next offset to read for every assigned partition that has been read from."""
+    return [tp for tp in consumer.position(consumer.assignment()) if tp.offset >= 0]
+
+
+def copy(
+    bootstrap: str,
+    mode: str,
+    source: str,
+    target: str,
+    group: str,
+    records: int,
+    interval: float,
+) -> Copy:
+    """Copy ``records`` records of ``source`` into ``target`` in the given mode."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, **CONSUMER_CONFIG})
+    transactional = mode == "transactional"
+    settings: dict[str, object] = {"bootstrap.servers": bootstrap, **PRODUCER_CONFIG}
+    if transactional:
+        settings["transactional.id"] = f"{group}-txn"
+    else:
+        settings["enable.idempotence"] = True  # acks=all
+    producer = Producer(settings)
+    if transactional:
+        producer.init_transactions(30)
+
+    def commit() -> None:
+        if transactional:
+            producer.send_offsets_to_transaction(
+                positions(consumer), consumer.consumer_group_metadata(), 30
+            )
+            producer.commit_transaction(30)
+        else:
+            if producer.flush(30):
+                raise RuntimeError("at-least-once flush timed out")
+            consumer.commit(offsets=positions(consumer), asynchronous=False)
+
+    send: Callable[..., None] = producer.produce
+    consumer.subscribe([source])
+    copied = commits = 0
+    start = last_commit = commit_seconds = 0.0
+    open_transaction = False
+    deadline = time.monotonic() + 600
+    try:
+        while copied < records:
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"{mode}: copied only {copied} of {records} records")
+            messages = consumer.consume(1000, 0.05)
+            if messages and not start:
+                start = last_commit = time.perf_counter()
+            if messages and transactional and not open_transaction:
+                producer.begin_transaction()
+                open_transaction = True
+            for message in messages:
+                if message.error() is not None:
+                    raise RuntimeError(f"{mode}: {message.error()}")
+                value = message.value()
+                while True:
+                    try:
+                        send(target, value.upper(), message.key(), message.partition())
+                        break
+                    except BufferError:
+                        producer.poll(0.005)
+            copied += len(messages)
+            producer.poll(0)
+            now = time.perf_counter()
+            due = start and (now - last_commit >= interval or copied >= records)
+            if due and (open_transaction or not transactional):
+                began = time.perf_counter()
+                commit()
+                commit_seconds += time.perf_counter() - began
+                commits += 1
+                open_transaction = False
+                last_commit = now
+        elapsed = time.perf_counter() - start
+    finally:
+        consumer.close()
+    if copied != records:
+        raise RuntimeError(f"{mode}: copied {copied} records, expected {records}")
+    return Copy(copied, elapsed, commits, commit_seconds)
+
+
+def check(bootstrap: str, copy_: Copy, mode: str, source: str, target: str, group: str,
+          partitions: int) -> None:  # fmt: skip
+    """The group committed the end of the input; the output holds every record."""
+    ends = end_offsets(bootstrap, source, partitions)
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group})
+    try:
+        committed = consumer.committed(
+            [TopicPartition(source, p) for p in range(partitions)], timeout=10
+        )
+    finally:
+        consumer.close()
+    if [tp.offset for tp in committed] != ends:
+        raise RuntimeError(f"{mode}: committed {[tp.offset for tp in committed]}, end {ends}")
+    written = sum(end_offsets(bootstrap, target, partitions))
+    # Transactional: data records plus one commit marker per partition per transaction.
+    if written < copy_.records or (mode == "at-least-once" and written != copy_.records):
+        raise RuntimeError(f"{mode}: output holds {written} offsets for {copy_.records} records")
+
+
+def run_copy(bootstrap: str, mode: str, source: str, partitions: int, records: int,
+             interval: float) -> Copy:  # fmt: skip
+    suffix = uuid.uuid4().hex[:8]
+    target, group = f"copy-{suffix}", f"copy-{mode}-{suffix}"
+    create_topic(bootstrap, target, partitions)
+    result = copy(bootstrap, mode, source, target, group, records, interval)
+    check(bootstrap, result, mode, source, target, group, partitions)
+    delete_topic(bootstrap, target)
+    return result
+
+
+def per_commit_ms(copy_: Copy) -> float:
+    return copy_.commit_seconds / max(copy_.commits, 1) * 1000
+
+
+# -- main ---------------------------------------------------------------------------------
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--records", type=int, default=500_000, help="records per copy")
+    parser.add_argument("--repeat", type=int, default=7, help="repetitions (median reported)")
+    parser.add_argument("--partitions", type=int, default=4, help="input/output partitions")
+    parser.add_argument("--commit-interval-ms", type=int, default=100, help="commit cadence")
+    parser.add_argument("--value-bytes", type=int, default=100, help="record value size")
+    parser.add_argument("--warmup", type=int, default=20_000, help="warm-up records per mode")
+    parser.add_argument("--bootstrap", help="use this broker instead of an embedded one")
+    args = parser.parse_args()
+    interval = args.commit_interval_ms / 1000
+
+    work = Path(tempfile.mkdtemp(prefix="transactions-bench-"))
+    broker = None
+    results = Results()
+    try:
+        bootstrap = args.bootstrap
+        if bootstrap is None:
+            broker = BrokerProcess(work / "data", log_path=work / "broker.log").start()
+            bootstrap = broker.bootstrap
+        source = f"input-{uuid.uuid4().hex[:8]}"
+        create_topic(bootstrap, source, args.partitions)
+        fill(bootstrap, source, args.partitions, args.records, args.value_bytes)
+        print(
+            f"{args.records:,} records ({KEY_BYTES}-byte key, {args.value_bytes}-byte value) on "
+            f"{args.partitions} partitions, commit every {args.commit_interval_ms} ms, "
+            f"{args.repeat} repetitions; broker {bootstrap}",
+            flush=True,
+        )
+        if args.warmup:
+            warm = f"warmup-{uuid.uuid4().hex[:8]}"
+            create_topic(bootstrap, warm, args.partitions)
+            fill(bootstrap, warm, args.partitions, args.warmup, args.value_bytes)
+            for mode in MODES:
+                run_copy(bootstrap, mode, warm, args.partitions, args.warmup, interval)
+            delete_topic(bootstrap, warm)
+        for repetition in range(args.repeat):
+            order = MODES if repetition % 2 == 0 else tuple(reversed(MODES))
+            line = []
+            for mode in order:
+                result = run_copy(bootstrap, mode, source, args.partitions, args.records, interval)
+                results.runs[mode].append(result)
+                line.append(
+                    f"{mode} {result.rate:9,.0f} rec/s ({result.seconds:5.2f} s, "
+                    f"{result.commits} commits of {per_commit_ms(result):4.1f} ms)"
+                )
+            print(f"repetition {repetition + 1}/{args.repeat}: " + " | ".join(line), flush=True)
+    finally:
+        if broker is not None:
+            broker.stop()
+        shutil.rmtree(work, ignore_errors=True)
+
+    print()
+    print(
+        f"{'mode':15s} {'records/s median':>16s} {'(min-max)':>22s} {'commits':>8s}"
+        f" {'ms/commit':>10s} {'in commits':>11s}"
+    )
+    for mode in MODES:
+        runs = results.runs[mode]
+        rates = [copy_.rate for copy_ in runs]
+        commits = statistics.median(copy_.commits for copy_ in runs)
+        per_commit = statistics.median(per_commit_ms(copy_) for copy_ in runs)
+        share = statistics.median(copy_.commit_seconds / copy_.seconds for copy_ in runs)
+        print(
+            f"{mode:15s} {statistics.median(rates):16,.0f} "
+            f"({min(rates):9,.0f}-{max(rates):9,.0f}) {commits:8.0f} {per_commit:10.1f}"
+            f" {share:11.0%}"
+        )
+    ratio = results.median_rate("transactional") / results.median_rate("at-least-once")
+    print(f"transactional/at-least-once: {ratio:.2f}x, overhead of transactions {1 - ratio:.1%}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
