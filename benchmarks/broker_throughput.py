@@ -21,7 +21,10 @@ fresh 4-partition topic:
   ``assign()`` until the last record arrived.
 
 A warm-up topic (``--warmup`` records produced and consumed) is run on each broker first
-and not counted. The median over ``--repeat`` repetitions is reported, with min/max.
+and not counted. The median over ``--repeat`` repetitions is reported, with min/max, and
+the ratio onceflow/tansu of the medians; the ratio within each repetition (the two
+brokers measured back to back) is shown too, with the machine's load average at the
+start and the end (other work on the machine is the main source of noise).
 """
 
 from __future__ import annotations
@@ -282,6 +285,19 @@ def rate(seconds: float, records: int) -> float:
     return records * RECORD_BYTES / seconds / 1e6
 
 
+def paired_ratios(ours: list[tuple[float, int]], theirs: list[tuple[float, int]]) -> list[float]:
+    """onceflow/tansu MB/s of each repetition (the two ran back to back)."""
+    return [
+        rate(seconds, records) / rate(other_seconds, other_records)
+        for (seconds, records), (other_seconds, other_records) in zip(ours, theirs, strict=True)
+    ]
+
+
+def load() -> str:
+    one, five, _ = os.getloadavg()
+    return f"load average {one:.2f} (1 min), {five:.2f} (5 min) on {os.cpu_count()} CPUs"
+
+
 def summary(runs: list[tuple[float, int]]) -> tuple[float, float, float, float]:
     """(median MB/s, min MB/s, max MB/s, median records/s)."""
     rates = [rate(seconds, records) for seconds, records in runs]
@@ -321,6 +337,7 @@ def main() -> int:
             + ", ".join(f"{t.name} at {t.bootstrap}" for t in targets),
             flush=True,
         )
+        print(f"machine load at start: {load()}", flush=True)
         for target in targets:
             run_once(target, args.warmup, record=False)
         for repetition in range(args.repeat):
@@ -349,6 +366,16 @@ def main() -> int:
         produce_ratio = medians["onceflow"][0] / medians["tansu"][0]
         consume_ratio = medians["onceflow"][1] / medians["tansu"][1]
         print(f"onceflow/tansu: produce {produce_ratio:.2f}x, consume {consume_ratio:.2f}x")
+        by_name = {target.name: target for target in targets}
+        for phase in ("produce", "consume"):
+            paired = paired_ratios(
+                getattr(by_name["onceflow"], phase), getattr(by_name["tansu"], phase)
+            )
+            print(
+                f"  {phase} ratio within each repetition: median {statistics.median(paired):.2f}x"
+                f" (min {min(paired):.2f}x, max {max(paired):.2f}x)"
+            )
+    print(f"machine load at end: {load()}")
     if tansu_problem:
         print(tansu_problem)
     return 0

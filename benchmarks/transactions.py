@@ -27,9 +27,11 @@ group join before it is not counted); the time spent in the commit calls is show
 (``send_offsets_to_transaction`` + ``commit_transaction``, or ``flush`` + ``commit``).
 A warm-up copy of ``--warmup`` records in each mode runs first and is not counted. The
 median over ``--repeat`` repetitions is reported with min/max, and the overhead of
-transactions = 1 - transactional / at-least-once records/s. Each copy is checked: the
-group's committed offsets reach the end of the input and the output holds every record
-(plus one commit marker per partition and transaction in the transactional mode).
+transactions = 1 - transactional / at-least-once records/s (the ratio within each
+repetition, the two copies run back to back, is shown too, with the machine's load
+average at the start and the end). Each copy is checked: the group's committed offsets
+reach the end of the input and the output holds every record (plus one commit marker
+per partition and transaction in the transactional mode).
 
 Both modes read with the same consumer settings. The consumer prefetches in the
 background (librdkafka), so the copy loop is bound by the client's per-record work and
@@ -41,6 +43,7 @@ and markers) against the at-least-once flush and OffsetCommit.
 from __future__ import annotations
 
 import argparse
+import os
 import shutil
 import statistics
 import sys
@@ -267,6 +270,11 @@ def run_copy(bootstrap: str, mode: str, source: str, partitions: int, records: i
     return result
 
 
+def load() -> str:
+    one, five, _ = os.getloadavg()
+    return f"load average {one:.2f} (1 min), {five:.2f} (5 min) on {os.cpu_count()} CPUs"
+
+
 def per_commit_ms(copy_: Copy) -> float:
     return copy_.commit_seconds / max(copy_.commits, 1) * 1000
 
@@ -303,6 +311,7 @@ def main() -> int:
             f"{args.repeat} repetitions; broker {bootstrap}",
             flush=True,
         )
+        print(f"machine load at start: {load()}", flush=True)
         if args.warmup:
             warm = f"warmup-{uuid.uuid4().hex[:8]}"
             create_topic(bootstrap, warm, args.partitions)
@@ -344,6 +353,17 @@ def main() -> int:
         )
     ratio = results.median_rate("transactional") / results.median_rate("at-least-once")
     print(f"transactional/at-least-once: {ratio:.2f}x, overhead of transactions {1 - ratio:.1%}")
+    paired = [
+        ours.rate / theirs.rate
+        for ours, theirs in zip(
+            results.runs["transactional"], results.runs["at-least-once"], strict=True
+        )
+    ]
+    print(
+        f"  ratio within each repetition: median {statistics.median(paired):.2f}x "
+        f"(min {min(paired):.2f}x, max {max(paired):.2f}x)"
+    )
+    print(f"machine load at end: {load()}")
     return 0
 
 
