@@ -54,17 +54,31 @@ class Connection:
                 if frame is None:
                     break
                 result = await self._dispatch(frame)
-                if result is not NO_RESPONSE:
-                    await self._responses.put(result)
+                if result is not NO_RESPONSE and not await self._enqueue(result, sender):
+                    break  # the sender is gone: the connection was lost
         except CloseConnection as reason:
             log.warning("closing connection from %s: %s", self.peer, reason)
         except ConnectionError:
             pass
         finally:
-            await self._responses.put(None)
-            with contextlib.suppress(Exception):
-                await sender
+            if await self._enqueue(None, sender):
+                with contextlib.suppress(Exception):
+                    await sender
             self.frames.close()
+
+    async def _enqueue(self, item: Any, sender: asyncio.Task[None]) -> bool:
+        """Hand a response to the sender, in order; False if the sender has stopped."""
+        if sender.done():
+            return False
+        if not self._responses.full():
+            self._responses.put_nowait(item)
+            return True
+        put = asyncio.ensure_future(self._responses.put(item))
+        await asyncio.wait((put, sender), return_when=asyncio.FIRST_COMPLETED)
+        if put.done():
+            return True
+        put.cancel()
+        return False
 
     async def _send_responses(self) -> None:
         while True:
