@@ -294,39 +294,30 @@ Injector = Callable[[subprocess.Popen], None]
 CellRunner = Callable[[ChaosEnvironment, Scenario, Cell, CellNames, Path], tuple[AuditReport, str]]
 
 
-def run_article(
+def prepare(bootstrap: str, names: CellNames, databases: CellDatabases) -> str:
+    """The cell's topics and input events; returns the URL of its new database."""
+    create_topics(bootstrap, names.input, names.output)
+    produce_events(bootstrap, names.input)
+    return databases.create(names.prefix)
+
+
+def run_worker(
     env: ChaosEnvironment, scenario: Scenario, cell: Cell, names: CellNames, cell_dir: Path
 ) -> tuple[AuditReport, str]:
-    create_topics(env.bootstrap, names.input, names.output)
-    produce_events(env.bootstrap, names.input)
-    database_url = env.databases.create(names.prefix)
+    """An article flow (which calls the REST service) or a Runner mode, killed at a step."""
+    database_url = prepare(env.bootstrap, names, env.databases)
     with RestService(cell_dir / "rest.db") as rest:
+        rest_option = ("--rest-url", rest.url) if scenario.family == "article" else ()
         command = worker_command(
-            env.bootstrap, "article", scenario.pattern, names, database_url,
-            "--rest-url", rest.url,
-        )  # fmt: skip
+            env.bootstrap, scenario.family, scenario.pattern, names, database_url, *rest_option
+        )
         crash_then_finish(command, cell, cell_dir / "worker.log")
     note = ""
     if scenario.pattern in OUTBOX_PATTERNS:
         note = f"relay published {relay_outbox(env.bootstrap, database_url)}"
     readers = output_readers(
-        env.bootstrap, scenario.outputs, names, database_url, f"sqlite:///{cell_dir / 'rest.db'}"
+        env.bootstrap, tuple(cell.expected), names, database_url, rest.database_url
     )
-    return audit_outputs(env.bootstrap, names.input, readers), note
-
-
-def run_runner(
-    env: ChaosEnvironment, scenario: Scenario, cell: Cell, names: CellNames, cell_dir: Path
-) -> tuple[AuditReport, str]:
-    create_topics(env.bootstrap, names.input, names.output)
-    produce_events(env.bootstrap, names.input)
-    database_url = env.databases.create(names.prefix)
-    command = worker_command(env.bootstrap, "runner", scenario.pattern, names, database_url)
-    crash_then_finish(command, cell, cell_dir / "worker.log")
-    note = ""
-    if scenario.pattern in OUTBOX_PATTERNS:
-        note = f"relay published {relay_outbox(env.bootstrap, database_url)}"
-    readers = output_readers(env.bootstrap, tuple(cell.expected), names, database_url)
     return audit_outputs(env.bootstrap, names.input, readers), note
 
 
@@ -334,9 +325,7 @@ def run_relay(
     env: ChaosEnvironment, scenario: Scenario, cell: Cell, names: CellNames, cell_dir: Path
 ) -> tuple[AuditReport, str]:
     """The outbox filled with every input event, then ``onceflow relay`` killed at a step."""
-    create_topics(env.bootstrap, names.input, names.output)
-    produce_events(env.bootstrap, names.input)
-    database_url = env.databases.create(names.prefix)
+    database_url = prepare(env.bootstrap, names, env.databases)
     source = read_input(env.bootstrap, names.input, EXTRACTOR, 60)
     with connect(database_url) as db:
         outbox = Outbox(db)
@@ -360,9 +349,7 @@ def run_relay(
 def run_spark(
     env: ChaosEnvironment, scenario: Scenario, cell: Cell, names: CellNames, cell_dir: Path
 ) -> tuple[AuditReport, str]:
-    create_topics(env.bootstrap, names.input, names.output)
-    produce_events(env.bootstrap, names.input)
-    database_url = env.databases.create(names.prefix)
+    database_url = prepare(env.bootstrap, names, env.databases)
     command = [
         sys.executable, "-m", "onceflow.verify.chaos.spark_job", "--bootstrap", env.bootstrap,
         "--input", names.input, "--checkpoint", str(cell_dir / "checkpoint"),
@@ -505,8 +492,8 @@ def run_fault(
 
 
 CELL_RUNNERS: dict[str, CellRunner] = {
-    "article": run_article,
-    "runner": run_runner,
+    "article": run_worker,
+    "runner": run_worker,
     "relay": run_relay,
     "spark": run_spark,
     "broker_kill": run_fault,

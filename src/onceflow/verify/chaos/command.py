@@ -6,9 +6,18 @@ import shutil
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
+
+if TYPE_CHECKING:  # the command's heavy parts load only when it runs
+    from rich.console import Console
+
+    from onceflow.verify.chaos.cells import CellResult
+    from onceflow.verify.chaos.matrix import ChaosMatrix
+    from onceflow.verify.chaos.scenarios import Cell, Scenario
 
 FAMILIES = ("article", "runner", "relay", "spark", "fault")
 
@@ -72,12 +81,20 @@ def chaos_command(
         if not cells:
             raise click.UsageError("no cell matches the given --pattern/--family")
         matrix = _run(console, cells, database_url, jobs, work_dir, quick)
-    _save(console, matrix, out_prefix, " ".join(["onceflow", *sys.argv[1:]]))
+        matrix.command = " ".join(["onceflow", *sys.argv[1:]])
+    _save(console, matrix, out_prefix)
     if not matrix.ok:
         raise SystemExit(1)
 
 
-def _run(console, cells, database_url, jobs, work_dir, quick):  # type: ignore[no-untyped-def]
+def _run(
+    console: Console,
+    cells: Sequence[tuple[Scenario, Cell]],
+    database_url: str | None,
+    jobs: int,
+    work_dir: Path | None,
+    quick: bool,
+) -> ChaosMatrix:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
 
     from onceflow.verify.chaos.harness import run_matrix
@@ -91,7 +108,7 @@ def _run(console, cells, database_url, jobs, work_dir, quick):  # type: ignore[n
     ) as progress:  # fmt: skip
         task = progress.add_task("chaos cells", total=len(cells))
 
-        def on_result(result) -> None:  # type: ignore[no-untyped-def]
+        def on_result(result: CellResult) -> None:
             progress.advance(task)
             if not result.matches:
                 progress.console.print(
@@ -110,7 +127,7 @@ def _run(console, cells, database_url, jobs, work_dir, quick):  # type: ignore[n
     return matrix
 
 
-def _save(console, matrix, out_prefix: str, command: str) -> None:  # type: ignore[no-untyped-def]
+def _save(console: Console, matrix: ChaosMatrix, out_prefix: str) -> None:
     from onceflow.verify.chaos.heatmap import draw
 
     prefix = Path(out_prefix)
@@ -120,7 +137,7 @@ def _save(console, matrix, out_prefix: str, command: str) -> None:  # type: igno
     md_path = prefix.with_name(prefix.name + ".md")
     json_path.write_text(matrix.to_json() + "\n")
     draw(matrix, png_path)
-    md_path.write_text(matrix.to_markdown(image=png_path.name, command=command) + "\n")
+    md_path.write_text(matrix.to_markdown(image=png_path.name) + "\n")
     matrix.render(console)
     verdict = "[green]every cell as predicted[/green]" if matrix.ok else (
         f"[bold red]{len(matrix.mismatches)} cell(s) differ from the prediction[/bold red]"

@@ -7,6 +7,7 @@ observation differs from the prediction.
 
 from __future__ import annotations
 
+import textwrap
 from pathlib import Path
 
 from onceflow.verify.chaos.matrix import ChaosMatrix, observed_text
@@ -43,7 +44,8 @@ def cell_label(step: str, observed: str, outputs: dict[str, str]) -> str:
             for o, v in outputs.items()
             if v != "ok"
         )
-    return f"{step.replace('_', ' ')[:22]}\n{affected}"
+    name = textwrap.shorten(step.replace("_", " "), width=44, placeholder="...")
+    return "\n".join([*textwrap.wrap(name, width=22), affected])
 
 
 def draw(matrix: ChaosMatrix, path: Path) -> Path:
@@ -55,7 +57,7 @@ def draw(matrix: ChaosMatrix, path: Path) -> Path:
 
     rows = matrix.by_scenario()
     columns = max(len(results) for _, results in rows)
-    figure, axes = plt.subplots(figsize=(2.0 * columns + 4.2, 0.62 * len(rows) + 1.6))
+    figure, axes = plt.subplots(figsize=(2.0 * columns + 4.2, 0.8 * len(rows) + 1.6))
     for row, (scenario, results) in enumerate(rows):
         y = len(rows) - 1 - row
         for column, result in enumerate(results):
