@@ -34,6 +34,7 @@ from confluent_kafka import KafkaError, KafkaException, Producer
 from onceflow.patterns.db import Database, Transaction
 from onceflow.patterns.faults import NO_CRASHES, CrashPoints
 from onceflow.patterns.outbox import ID_HEADER, Outbox, OutboxRow
+from onceflow.patterns.transactional import TRANSACTIONAL_PRODUCER_DEFAULTS
 
 STEPS = (
     "after_claim",
@@ -92,7 +93,11 @@ class Relay:
             **self.config.producer_config,
         }
         if self.config.transactional_id:
-            settings["transactional.id"] = self.config.transactional_id
+            settings = {
+                **TRANSACTIONAL_PRODUCER_DEFAULTS,
+                **settings,
+                "transactional.id": self.config.transactional_id,
+            }
         producer = Producer(settings)
         if self.config.transactional_id:
             producer.init_transactions(30)
