@@ -9,6 +9,7 @@ arrives), never by counting records.
 
 from __future__ import annotations
 
+import bisect
 import logging
 import time
 import uuid
@@ -16,15 +17,13 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 import pyarrow as pa
+import pyarrow.compute as pc
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
 from onceflow.spark.offsets import OffsetRange
 from onceflow.spark.schema import arrow_schema
 
 log = logging.getLogger(__name__)
-
-# confluent-kafka timestamp types → Kafka's TimestampType ids, which Spark reports.
-_TIMESTAMP_TYPES = {0: -1, 1: 0, 2: 1}
 
 _DATA_LOSS_HINT = (
     "Some data may have been lost because they are not available in Kafka any more; either "
@@ -72,10 +71,22 @@ class ReadSettings:
             }
         )
         config.setdefault("isolation.level", "read_committed")
+        # librdkafka pauses fetching for fetch.queue.backoff.ms (default 1000 ms) whenever
+        # its prefetch queue holds more than queued.min.messages (100,000): a task reading
+        # a large range then waits about a second after every 100,000 records. Resume
+        # fetching as soon as the queue has room instead.
+        config.setdefault("fetch.queue.backoff.ms", "20")
         return config
 
 
 class _Columns:
+    """Columns of the Arrow batch being built, filled a ``consume()`` result at a time.
+
+    Hot path: one list comprehension per column over a run of data messages instead of a
+    method call and six appends per message, and the constant columns (topic, partition)
+    built by Arrow rather than from Python lists.
+    """
+
     def __init__(self, include_headers: bool) -> None:
         self.include_headers = include_headers
         self.clear()
@@ -84,42 +95,56 @@ class _Columns:
         self.keys: list[bytes | None] = []
         self.values: list[bytes | None] = []
         self.offsets: list[int] = []
-        self.timestamps: list[int] = []
-        self.timestamp_types: list[int] = []
+        self.kinds: list[int] = []
+        self.millis: list[int] = []
         self.headers: list[list[dict] | None] = []
 
     def __len__(self) -> int:
         return len(self.offsets)
 
-    def add(self, message) -> None:
-        self.keys.append(message.key())
-        self.values.append(message.value())
-        self.offsets.append(message.offset())
-        kind, millis = message.timestamp()
-        self.timestamps.append(millis * 1000)
-        self.timestamp_types.append(_TIMESTAMP_TYPES.get(kind, -1))
+    def add(self, messages: list, offsets: list[int]) -> None:
+        """Data messages (no errors) of one partition, in offset order, with their offsets."""
+        self.keys += [m.key() for m in messages]
+        self.values += [m.value() for m in messages]
+        self.offsets += offsets
+        stamps = [m.timestamp() for m in messages]
+        self.kinds += [s[0] for s in stamps]
+        self.millis += [s[1] for s in stamps]
         if self.include_headers:
-            headers = message.headers()
-            self.headers.append(
-                [{"key": k, "value": v} for k, v in headers] if headers is not None else []
-            )
+            for message in messages:
+                headers = message.headers()
+                self.headers.append(
+                    [{"key": k, "value": v} for k, v in headers] if headers is not None else []
+                )
 
     def to_batch(self, topic: str, partition: int, schema: pa.Schema) -> pa.RecordBatch:
         n = len(self.offsets)
+        # confluent-kafka's timestamp types 0/1/2 (none, CreateTime, LogAppendTime) are
+        # Kafka's ids -1/0/1 plus one.
+        timestamp_types = pc.subtract(pa.array(self.kinds, pa.int32()), 1)
         arrays = [
             pa.array(self.keys, pa.binary()),
             pa.array(self.values, pa.binary()),
-            pa.array([topic] * n, pa.string()),
-            pa.array([partition] * n, pa.int32()),
+            pa.repeat(pa.scalar(topic, pa.string()), n),
+            pa.repeat(pa.scalar(partition, pa.int32()), n),
             pa.array(self.offsets, pa.int64()),
-            pa.array(self.timestamps, pa.timestamp("us", tz="UTC")),
-            pa.array(self.timestamp_types, pa.int32()),
+            pa.array(self.millis, pa.timestamp("ms", tz="UTC")).cast(_MICROS),
+            timestamp_types,
         ]
         if self.include_headers:
             arrays.append(pa.array(self.headers, schema.field("headers").type))
         batch = pa.RecordBatch.from_arrays(arrays, schema=schema)
         self.clear()
         return batch
+
+
+_MICROS = pa.timestamp("us", tz="UTC")
+# Messages per consume() call. confluent-kafka's Message objects are tracked by Python's
+# cyclic garbage collector: thousands of them alive at once survive into the old
+# generations and trigger full collections of the whole worker process (which holds all
+# of pyspark), which cost more than the reading itself. Runs below the first generation's
+# threshold (700) die young.
+_CONSUME_CHUNK = 500
 
 
 def read_range(offset_range: OffsetRange, settings: ReadSettings) -> Iterator[pa.RecordBatch]:
@@ -139,55 +164,71 @@ def read_range(offset_range: OffsetRange, settings: ReadSettings) -> Iterator[pa
         done = False
         while not done:
             # consume() waits for num_messages or the timeout: ask for no more than the
-            # range still holds, so a task without gaps returns as soon as it has its data.
-            wanted = max(1, min(settings.max_records_per_batch - len(columns), end - expected))
+            # range still holds, so a task without gaps returns as soon as it has its data
+            # (and for small runs, see _CONSUME_CHUNK).
+            wanted = max(
+                1,
+                min(settings.max_records_per_batch - len(columns), end - expected, _CONSUME_CHUNK),
+            )
             messages = consumer.consume(num_messages=wanted, timeout=0.05)
-            for message in messages:
-                error = message.error()
-                if error is not None:
-                    code = error.code()
-                    if code == KafkaError._PARTITION_EOF:
-                        if message.offset() >= end:
-                            done = True
-                            break
-                        continue
-                    if code in (KafkaError._AUTO_OFFSET_RESET, KafkaError.OFFSET_OUT_OF_RANGE):
-                        low = _log_start(consumer, topic, partition)
-                        report_data_loss(
-                            settings.fail_on_data_loss,
-                            f"Cannot fetch offset {expected} of {topic}-{partition}: the "
-                            f"partition now starts at offset {low}",
-                        )
-                        if low >= end:
-                            done = True
-                            break
-                        expected = max(expected, low)
-                        consumer.assign([TopicPartition(topic, partition, expected)])
+            # Errors and events (EOF, offset reset, ...) are rare: take the runs of data
+            # messages between them in bulk, and handle each error where it occurred.
+            failed = [i for i, m in enumerate(messages) if m.error() is not None]
+            failed.append(len(messages))
+            position = 0
+            for index in failed:
+                if index > position:
+                    run = messages[position:index]
+                    offsets = [m.offset() for m in run]
+                    if offsets[-1] >= end:  # the range ends inside this run
+                        cut = bisect.bisect_left(offsets, end)
+                        run, offsets = run[:cut], offsets[:cut]
+                        done = True
+                    if offsets:
+                        columns.add(run, offsets)
+                        expected = offsets[-1] + 1
                         deadline = time.monotonic() + timeout
+                    if done:
                         break
-                    if code in (
-                        KafkaError.UNKNOWN_TOPIC_OR_PART,
-                        KafkaError._UNKNOWN_TOPIC,
-                        KafkaError._UNKNOWN_PARTITION,
-                    ):
-                        report_data_loss(
-                            settings.fail_on_data_loss,
-                            f"Cannot read {topic}-{partition} offsets [{expected}, {end}): "
-                            f"{error.str()}",
-                        )
+                position = index + 1
+                if index == len(messages):
+                    break
+                error = messages[index].error()
+                code = error.code()
+                if code == KafkaError._PARTITION_EOF:
+                    if messages[index].offset() >= end:
                         done = True
                         break
-                    if error.fatal() or not error.retriable():
-                        raise KafkaException(error)
-                    log.debug("transient error reading %s-%s: %s", topic, partition, error)
                     continue
-                offset = message.offset()
-                if offset >= end:
+                if code in (KafkaError._AUTO_OFFSET_RESET, KafkaError.OFFSET_OUT_OF_RANGE):
+                    low = _log_start(consumer, topic, partition)
+                    report_data_loss(
+                        settings.fail_on_data_loss,
+                        f"Cannot fetch offset {expected} of {topic}-{partition}: the "
+                        f"partition now starts at offset {low}",
+                    )
+                    if low >= end:
+                        done = True
+                        break
+                    expected = max(expected, low)
+                    consumer.assign([TopicPartition(topic, partition, expected)])
+                    deadline = time.monotonic() + timeout
+                    break
+                if code in (
+                    KafkaError.UNKNOWN_TOPIC_OR_PART,
+                    KafkaError._UNKNOWN_TOPIC,
+                    KafkaError._UNKNOWN_PARTITION,
+                ):
+                    report_data_loss(
+                        settings.fail_on_data_loss,
+                        f"Cannot read {topic}-{partition} offsets [{expected}, {end}): "
+                        f"{error.str()}",
+                    )
                     done = True
                     break
-                columns.add(message)
-                expected = offset + 1
-                deadline = time.monotonic() + timeout
+                if error.fatal() or not error.retriable():
+                    raise KafkaException(error)
+                log.debug("transient error reading %s-%s: %s", topic, partition, error)
             if len(columns) >= settings.max_records_per_batch:
                 yield columns.to_batch(topic, partition, schema)
             if done or expected >= end:
