@@ -96,6 +96,13 @@ def test_options():
     assert options.producer_config["partitioner"] == "murmur2_random"
 
 
+def test_query_name_reaches_the_sinks_as_an_option_and_is_accepted():
+    # DataStreamWriter.queryName(...) arrives in the sink's options as "queryName".
+    common = {"sinkId": "s", "checkpointLocation": "/cp", "queryName": "orders"}
+    parse_database_options({"url": "sqlite:///x", "table": "t", **common}, True)
+    parse_kafka_options({"kafka.bootstrap.servers": "h:1", **common}, True)
+
+
 def test_murmur2_matches_kafka():
     # Vectors from Kafka's UtilsTest.testMurmur2.
     assert murmur2(b"21") == -973932308

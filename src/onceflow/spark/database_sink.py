@@ -54,6 +54,7 @@ _KNOWN = {
     "checkpointlocation",
     "locktimeoutms",
     "path",
+    "queryname",  # Spark passes writeStream.queryName(...) to the sink as an option
 }
 
 

@@ -44,7 +44,8 @@ from onceflow.spark.sink_markers import Marker, TopicMarkers
 log = logging.getLogger(__name__)
 
 SINK_ID = re.compile(r"[A-Za-z0-9._-]{1,200}")
-_KNOWN = {"topic", "sinkid", "checkpointlocation", "path", "timeoutms"}
+# queryName: Spark passes writeStream.queryName(...) to the sink as an option.
+_KNOWN = {"topic", "sinkid", "checkpointlocation", "path", "timeoutms", "queryname"}
 _REFUSED_KAFKA = {
     "transactional.id": "the sink derives it: onceflow-<sinkId>-<task partition>",
     "enable.idempotence": "transactions need the idempotent producer",
