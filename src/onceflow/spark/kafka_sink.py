@@ -18,8 +18,10 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from itertools import repeat
 from typing import Any
 
 from pyspark.sql.datasource import (
@@ -102,6 +104,9 @@ def parse_kafka_options(options: Mapping[str, Any], streaming: bool) -> KafkaSin
     config.setdefault("partitioner", "murmur2_random")
     config.setdefault("linger.ms", "5")
     config.setdefault("transaction.timeout.ms", "60000")
+    # librdkafka waits reconnect.backoff.ms (100 ms) before its first connection to the
+    # transaction coordinator; every task opens a new producer.
+    config.setdefault("reconnect.backoff.ms", "10")
     try:
         timeout_s = int(opts.get("timeoutms", "60000")) / 1000
     except ValueError:
@@ -134,32 +139,55 @@ class KafkaTaskCommit(WriterCommitMessage):
     skipped: bool  # a replayed batch: this task partition's output was already committed
 
 
-def _rows(batches: Iterator[Any], default_topic: str | None) -> Iterator[tuple]:
-    """(topic, key, value, partition, headers) per row of the Arrow record batches."""
+def _produce(producer: Any, batches: Iterator[Any], default_topic: str | None) -> int:
+    """Produce every row of the Arrow record batches; returns the number of rows."""
+    count = 0
     for batch in batches:
         if batch.num_rows == 0:
             continue
         names = [name.lower() for name in batch.schema.names]
-        columns = {}
-        for name in _COLUMNS:
-            if name in names:
-                columns[name] = batch.column(names.index(name)).to_pylist()
-        count = batch.num_rows
-        none = [None] * count
-        topics = columns.get("topic") or [default_topic] * count
-        headers = columns.get("headers") or none
-        yield from zip(
-            topics,
-            columns.get("key") or none,
-            columns["value"],
-            columns.get("partition") or none,
-            headers,
-            strict=True,
-        )
+        columns = {
+            name: batch.column(names.index(name)).to_pylist() for name in _COLUMNS if name in names
+        }
+        values = columns["value"]
+        keys = columns.get("key") or repeat(None)
+        if "topic" not in columns and "partition" not in columns and "headers" not in columns:
+            if not default_topic:
+                raise KafkaSinkError("a row has a null 'topic' and no 'topic' option is set")
+            _produce_values(producer, default_topic, keys, values)
+        else:
+            _produce_rows(producer, default_topic, keys, values, columns)
+        count += batch.num_rows
+        producer.poll(0)  # serve delivery reports
+    return count
 
 
-def _produce(producer: Any, rows: Iterator[tuple], default_topic: str | None) -> int:
-    count = 0
+def _produce_values(producer: Any, topic: str, keys: Iterable[Any], values: list[Any]) -> None:
+    """The common case, one topic and the partitioner's choice: as few Python steps as can be."""
+    produce = producer.produce
+    for key, value in zip(keys, values, strict=False):  # keys may be an endless repeat
+        try:
+            produce(topic, value, key)
+        except BufferError:
+            _produce_when_room(producer, topic, value=value, key=key)
+
+
+def _produce_rows(
+    producer: Any,
+    default_topic: str | None,
+    keys: Iterable[Any],
+    values: list[Any],
+    columns: dict[str, list[Any]],
+) -> None:
+    none = repeat(None)
+    rows = zip(
+        columns.get("topic") or none,
+        keys,
+        values,
+        columns.get("partition") or none,
+        columns.get("headers") or none,
+        strict=False,  # the missing columns are endless repeats of None
+    )
     for topic, key, value, partition, headers in rows:
         topic = topic or default_topic
         if not topic:
@@ -169,21 +197,56 @@ def _produce(producer: Any, rows: Iterator[tuple], default_topic: str | None) ->
             kwargs["partition"] = partition
         if headers:
             kwargs["headers"] = [(h["key"], h["value"]) for h in headers]
-        while True:
-            try:
-                producer.produce(topic, **kwargs)
-                break
-            except BufferError:
-                producer.poll(0.05)  # local queue full: let deliveries drain
-        count += 1
-        if count % 10_000 == 0:
-            producer.poll(0)
-    return count
+        try:
+            producer.produce(topic, **kwargs)
+        except BufferError:
+            _produce_when_room(producer, topic, **kwargs)
+
+
+def _produce_when_room(producer: Any, topic: str, **kwargs: Any) -> None:
+    while True:
+        producer.poll(0.05)  # local queue full: let deliveries drain
+        try:
+            producer.produce(topic, **kwargs)
+            return
+        except BufferError:
+            continue
+
+
+@dataclass
+class _Transactional:
+    """A task's producer after ``init_transactions``, and its partition's last marker."""
+
+    producer: Any
+    markers: TopicMarkers
+    last: Marker | None
+
+
+def _open(options: KafkaSinkOptions, partition: int, batch_id: int | None) -> _Transactional:
+    from confluent_kafka import Producer
+
+    producer = Producer(
+        {**options.producer_config, "transactional.id": f"onceflow-{options.sink_id}-{partition}"}
+    )
+    # Metadata first: it connects the producer to the cluster, without which
+    # init_transactions finds no broker and waits for librdkafka's coordinator timer
+    # (about 500 ms); the marker topic's partition count comes with it.
+    metadata = producer.list_topics(timeout=options.timeout_s)
+    producer.init_transactions(options.timeout_s)  # fences earlier attempts of this task
+    markers = TopicMarkers(
+        {k: v for k, v in options.producer_config.items() if k not in _PRODUCER_ONLY},
+        options.sink_id,
+        options.timeout_s,
+    )
+    last = None
+    if batch_id is not None:
+        markers.ensure(partition, metadata)
+        last = markers.last(partition)
+    return _Transactional(producer, markers, last)
 
 
 def write_task(options: KafkaSinkOptions, batches: Iterator[Any]) -> KafkaTaskCommit:
     """One task: its rows and its marker in one Kafka transaction (or nothing on replay)."""
-    from confluent_kafka import Producer
     from pyspark import TaskContext
 
     context = TaskContext.get()
@@ -192,46 +255,41 @@ def write_task(options: KafkaSinkOptions, batches: Iterator[Any]) -> KafkaTaskCo
     batch_id = int(batch_prop) if batch_prop is not None else None
     query_id = context.getLocalProperty("sql.streaming.queryId") if context else None
 
-    rows = _rows(batches, options.topic)
-    first = next(rows, None)
+    # Open the transactional producer and read the last marker while the task's first
+    # rows are computed upstream (both mostly wait on the network).
+    with ThreadPoolExecutor(1, thread_name_prefix="onceflow-kafka-sink") as pool:
+        opening = pool.submit(_open, options, partition, batch_id)
+        batches = iter(batches)
+        first = next((b for b in batches if b.num_rows), None)
+        txn = opening.result()
     if first is None:  # nothing to write: no transaction, no marker needed
         return KafkaTaskCommit(partition, batch_id, 0, False)
 
-    producer = Producer(
-        {**options.producer_config, "transactional.id": f"onceflow-{options.sink_id}-{partition}"}
-    )
-    producer.init_transactions(options.timeout_s)  # fences earlier attempts of this task
-    markers = TopicMarkers(
-        {k: v for k, v in options.producer_config.items() if k not in _PRODUCER_ONLY},
-        options.sink_id,
-        options.timeout_s,
-    )
-    if batch_id is not None:
-        markers.ensure(partition)
-        last = markers.last(partition)
-        if last is not None:
-            if last.query_id and query_id and last.query_id != query_id:
-                raise SinkReusedError(
-                    f"sinkId {options.sink_id!r} was last written by streaming query "
-                    f"{last.query_id} (batch {last.batch_id}), not by this query {query_id}: "
-                    "the checkpoint was deleted or the sinkId is used twice. The sink cannot "
-                    "tell which outputs exist; use a new sinkId for a new checkpoint."
-                )
-            if batch_id <= last.batch_id:
-                for _ in rows:  # drain: Spark expects the input to be consumed
-                    pass
-                log.warning(
-                    "sink %s batch %d partition %d: already committed, nothing written",
-                    options.sink_id,
-                    batch_id,
-                    partition,
-                )
-                return KafkaTaskCommit(partition, batch_id, 0, True)
+    producer, last = txn.producer, txn.last
+    if batch_id is not None and last is not None:
+        if last.query_id and query_id and last.query_id != query_id:
+            raise SinkReusedError(
+                f"sinkId {options.sink_id!r} was last written by streaming query "
+                f"{last.query_id} (batch {last.batch_id}), not by this query {query_id}: "
+                "the checkpoint was deleted or the sinkId is used twice. The sink cannot "
+                "tell which outputs exist; use a new sinkId for a new checkpoint."
+            )
+        if batch_id <= last.batch_id:
+            for _ in batches:  # drain: Spark expects the input to be consumed
+                pass
+            log.warning(
+                "sink %s batch %d partition %d: already committed, nothing written",
+                options.sink_id,
+                batch_id,
+                partition,
+            )
+            return KafkaTaskCommit(partition, batch_id, 0, True)
     producer.begin_transaction()
     try:
-        count = _produce(producer, _chain(first, rows), options.topic)
+        count = _produce(producer, _chain(first, batches), options.topic)
         if batch_id is not None:
-            markers.write(producer, partition, Marker(batch_id, query_id))
+            txn.markers.write(producer, partition, Marker(batch_id, query_id))
+        crash.reached("kafka.before_task_commit", batch_id, partition)
         producer.commit_transaction(options.timeout_s)
     except BaseException:
         try:
@@ -260,7 +318,7 @@ _PRODUCER_ONLY = {
 }
 
 
-def _chain(first: tuple, rest: Iterator[tuple]) -> Iterator[tuple]:
+def _chain(first: Any, rest: Iterator[Any]) -> Iterator[Any]:
     yield first
     yield from rest
 

@@ -58,19 +58,29 @@ class TopicMarkers:
 
     # -- topic ---------------------------------------------------------------------------
 
-    def _partition_count(self, admin: Any) -> int | None:
+    def _partition_count(self, client: Any) -> int | None:
         # All topics: asking for one topic by name may auto-create it (uncompacted).
-        metadata = admin.list_topics(timeout=self.timeout)
+        return self._count_in(client.list_topics(timeout=self.timeout))
+
+    def _count_in(self, metadata: Any) -> int | None:
         topic = metadata.topics.get(self.topic)
         if topic is None or topic.error is not None:
             return None
         return len(topic.partitions)
 
-    def ensure(self, partition: int) -> None:
-        """Create the marker topic, or grow it, so that ``partition`` exists."""
+    def ensure(self, partition: int, metadata: Any = None) -> None:
+        """Create the marker topic, or grow it, so that ``partition`` exists.
+
+        ``metadata``: cluster metadata (all topics) the caller already has, e.g. from its
+        producer's ``list_topics()``; when it shows the partition, nothing is requested.
+        """
         from confluent_kafka import KafkaError, KafkaException
         from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
 
+        if metadata is not None:
+            count = self._count_in(metadata)
+            if count is not None and count > partition:
+                return
         admin = AdminClient(self.config)
         deadline = time.monotonic() + self.timeout
         while True:
@@ -112,6 +122,10 @@ class TopicMarkers:
                 "enable.auto.commit": False,
                 "enable.partition.eof": True,
                 "isolation.level": "read_committed",
+                # The end of the partition is only reported after an empty fetch, which
+                # the broker holds for fetch.wait.max.ms (500 ms by default) waiting for
+                # new data: every task would wait that long for its last marker.
+                "fetch.wait.max.ms": 10,
             }
         )
         try:
