@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from decimal import Decimal
+from itertools import repeat
 from typing import Any
 
 from pyspark.sql.types import (
@@ -81,6 +82,16 @@ def sql_type(data_type: DataType, dialect: str) -> str:
     raise SinkTableError(
         f"column type {data_type.simpleString()} is not supported by the database sink "
         "(cast it, e.g. to_json() for structs and arrays)"
+    )
+
+
+def _needs_sqlite_conversion(arrow_type: Any) -> bool:
+    import pyarrow as pa
+
+    return (
+        pa.types.is_decimal(arrow_type)
+        or pa.types.is_temporal(arrow_type)
+        or pa.types.is_nested(arrow_type)
     )
 
 
@@ -162,16 +173,19 @@ class SinkTable:
         target = list(column_defs)
         if self.keys:
             target.append(f"PRIMARY KEY ({', '.join(quote(k) for k in self.keys)})")
-        _schema, name = check_table_name(self.table)
-        stage_index = quote(f"{name}_onceflow_stage_batch")
+        # The staging table has no index: it only holds the rows of batches in flight,
+        # which promotion reads all of anyway, and an index would cost more on every
+        # staged row (and on deleting it) than it saves there. On PostgreSQL it is
+        # UNLOGGED (no WAL for rows that live one micro-batch): a server crash empties
+        # it; a batch whose staged rows are gone then fails its commit (the query stops)
+        # and is run again when the query restarts, like after any failed commit.
+        unlogged = "UNLOGGED " if self.dialect == "postgresql" else ""
         return [
             f"CREATE TABLE IF NOT EXISTS {self.target} ({', '.join(target)})",
-            f"CREATE TABLE IF NOT EXISTS {self.staging} ("
+            f"CREATE {unlogged}TABLE IF NOT EXISTS {self.staging} ("
             "onceflow_sink_id TEXT NOT NULL, onceflow_batch_id BIGINT NOT NULL, "
             "onceflow_partition INTEGER NOT NULL, onceflow_write_id TEXT NOT NULL, "
             f"onceflow_seq BIGINT NOT NULL, {', '.join(column_defs)})",
-            f"CREATE INDEX IF NOT EXISTS {stage_index} ON {self.staging} "
-            "(onceflow_sink_id, onceflow_batch_id, onceflow_write_id)",
             OFFSETS_DDL,
         ]
 
@@ -184,15 +198,29 @@ class SinkTable:
             f"VALUES ({', '.join('?' for _ in names)})"
         )
 
+    def copy_sql(self) -> str:
+        """PostgreSQL ``COPY`` of staged rows, columns in ``stage_rows`` order."""
+        names = [*STAGE_COLUMNS, STAGE_SEQ, *self.columns]
+        return f"COPY {self.staging} ({', '.join(quote(n) for n in names)}) FROM STDIN"
+
     def stage_rows(
         self, sink_id: str, batch_id: int, partition: int, write_id: str, seq: int, batch: Any
     ) -> list[tuple]:
-        """Rows of one Arrow record batch, tagged for the staging table."""
-        columns = [batch.column(i).to_pylist() for i in range(batch.num_columns)]
-        if self.dialect == "sqlite":
-            columns = [[_sqlite_value(v) for v in column] for column in columns]
-        tag = (sink_id, batch_id, partition, write_id)
-        return [(*tag, seq + i, *values) for i, values in enumerate(zip(*columns, strict=True))]
+        """Rows of one Arrow record batch, tagged for the staging table.
+
+        Built column-wise and zipped in C: the tag columns are repeats, and only the
+        columns SQLite cannot bind (decimals, dates, timestamps) are converted value by
+        value.
+        """
+        n = batch.num_rows
+        columns = []
+        for column in batch.columns:
+            values = column.to_pylist()
+            if self.dialect == "sqlite" and _needs_sqlite_conversion(column.type):
+                values = [_sqlite_value(v) for v in values]
+            columns.append(values)
+        tag = (repeat(sink_id, n), repeat(batch_id, n), repeat(partition, n), repeat(write_id, n))
+        return list(zip(*tag, range(seq, seq + n), *columns, strict=True))
 
     # -- promote (driver) ----------------------------------------------------------------
 
@@ -247,6 +275,17 @@ class SinkTable:
     def cleanup_sql(self) -> str:
         """Delete a sink's staged rows up to a batch (every attempt, promoted or not)."""
         return f"DELETE FROM {self.staging} WHERE onceflow_sink_id = ? AND onceflow_batch_id <= ?"
+
+    def others_staged_sql(self) -> str:
+        """A row if the staging table holds rows that ``cleanup_sql`` would keep."""
+        return (
+            f"SELECT 1 FROM {self.staging} WHERE NOT "
+            "(onceflow_sink_id = ? AND onceflow_batch_id <= ?) LIMIT 1"
+        )
+
+    def truncate_sql(self) -> str:
+        """Empty the staging table (SQLite erases a table without visiting its rows)."""
+        return f"DELETE FROM {self.staging}"
 
     def abort_sql(self) -> str:
         return f"DELETE FROM {self.staging} WHERE onceflow_sink_id = ? AND onceflow_batch_id = ?"
