@@ -15,6 +15,7 @@ Run: python examples/orders/pipeline.py --bootstrap HOST:PORT --database-url URL
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 
@@ -89,6 +90,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--max-offsets-per-trigger", type=int, default=5000)
     args = parser.parse_args(argv)
 
+    # Python workers (executors, and the driver's data source planners) run this
+    # interpreter, which has onceflow, unless told otherwise; on a cluster every node
+    # needs onceflow installed at that path.
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     spark = (
         SparkSession.builder.master(args.master)
         .appName("onceflow-orders")
