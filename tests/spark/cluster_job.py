@@ -1,0 +1,107 @@
+"""The exactly-once job of the cluster test: one orders topic into both onceflow sinks.
+
+Two streaming queries (``Trigger.AvailableNow``) read the same input: one appends every
+order to a database table with ``onceflow-database``, the other writes a confirmation per
+order to a Kafka topic with ``onceflow-kafka``. The driver runs here (client mode) against
+the Spark master given with ``--master``; executors run wherever the master puts them.
+
+Pause points (``ONCEFLOW_SPARK_PAUSE_*``, see ``onceflow.spark.crash``) set in this
+process's environment are passed on to the executors, so a test can stop a task in the
+middle of a batch and kill its executor.
+
+python tests/spark/cluster_job.py --master spark://H:P --bootstrap H:P --topic T
+    --output-topic OUT --database-url URL --checkpoint-dir DIR --sink-prefix NAME
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, ROOT)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--master", required=True)
+    parser.add_argument("--bootstrap", required=True)
+    parser.add_argument("--topic", required=True)
+    parser.add_argument("--output-topic", required=True)
+    parser.add_argument("--database-url", required=True)
+    parser.add_argument("--checkpoint-dir", required=True)
+    parser.add_argument("--sink-prefix", required=True)
+    parser.add_argument("--max-offsets-per-trigger", default="300")
+    args = parser.parse_args()
+
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    from pyspark.sql import SparkSession
+    from pyspark.sql import functions as F
+
+    import onceflow.spark
+    from onceflow.spark import crash
+    from tests.spark.sink_helpers import orders_stream
+
+    builder = (
+        SparkSession.builder.master(args.master)
+        .appName("onceflow-cluster-test")
+        .config("spark.ui.enabled", "false")
+        .config("spark.driver.host", "127.0.0.1")
+        .config("spark.driver.bindAddress", "127.0.0.1")
+        .config("spark.driver.memory", "512m")
+        .config("spark.executor.memory", "512m")
+        .config("spark.executor.cores", "1")
+        .config("spark.cores.max", "2")
+        .config("spark.pyspark.python", sys.executable)
+        .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.executorEnv.PYTHONPATH", os.pathsep.join([f"{ROOT}/src", ROOT]))
+    )
+    for name, value in os.environ.items():
+        if name.startswith(crash.PAUSE_PREFIX):
+            builder = builder.config(f"spark.executorEnv.{name}", value)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("WARN")
+    onceflow.spark.register(spark)
+
+    orders = orders_stream(
+        spark,
+        args.bootstrap,
+        args.topic,
+        maxOffsetsPerTrigger=args.max_offsets_per_trigger,
+    )
+    to_database = (
+        orders.writeStream.format("onceflow-database")
+        .option("url", args.database_url)
+        .option("table", "orders_out")
+        .option("mode", "append")
+        .option("sinkId", f"{args.sink_prefix}-db")
+        .option("checkpointLocation", os.path.join(args.checkpoint_dir, "database"))
+        .trigger(availableNow=True)
+        .queryName("orders_to_database")
+        .start()
+    )
+    to_kafka = (
+        orders.select(
+            F.col("store").alias("key"),
+            F.to_json(F.struct("order_id", "store", "amount")).alias("value"),
+        )
+        .writeStream.format("onceflow-kafka")
+        .option("kafka.bootstrap.servers", args.bootstrap)
+        .option("topic", args.output_topic)
+        .option("sinkId", f"{args.sink_prefix}-kafka")
+        .option("checkpointLocation", os.path.join(args.checkpoint_dir, "kafka"))
+        .trigger(availableNow=True)
+        .queryName("orders_to_kafka")
+        .start()
+    )
+    for query in (to_database, to_kafka):
+        query.awaitTermination()
+        batches = [p["batchId"] for p in query.recentProgress if p["numInputRows"] > 0]
+        print(f"done {query.name} batches={batches}", flush=True)
+    spark.stop()
+
+
+if __name__ == "__main__":
+    main()
