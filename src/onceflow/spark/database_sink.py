@@ -298,7 +298,9 @@ def _create_tables(options: DatabaseSinkOptions, table: SinkTable) -> None:
         db.close()
 
 
-def _promote(tx: Any, table: SinkTable, sink_id: str, batch_id: int, writes: list[StagedWrite]):
+def _promote(
+    tx: Any, table: SinkTable, sink_id: str, batch_id: int, writes: list[StagedWrite]
+) -> int:
     writes = [w for w in writes if w.rows > 0]
     if not writes:
         return 0
@@ -340,18 +342,25 @@ def _check_staged(
             )
 
 
-def _cleanup(tx: Any, table: SinkTable, sink_id: str, batch_id: int) -> None:
+def _cleanup(
+    tx: Any, table: SinkTable, sink_id: str, batch_id: int, promoted: int | None = None
+) -> None:
     """Delete the sink's staged rows up to ``batch_id``, inside the promoting transaction.
 
-    On SQLite the transaction holds the database's write lock, so no other task stages
-    meanwhile: when the staging table holds nothing else, empty it whole, which SQLite
-    does without visiting rows (several times faster than deleting them one by one).
+    ``promoted``: how many staged rows this transaction checked and promoted (all of them
+    the sink's, of batch ``batch_id``). On SQLite the transaction holds the database's
+    write lock, so nothing is staged meanwhile: when the staging table holds exactly those
+    rows, empty it whole, which SQLite does without visiting rows (and counts without
+    decoding them).
     """
-    params = (sink_id, batch_id)
-    if table.dialect == "sqlite" and tx.fetchone(table.others_staged_sql(), params) is None:
+    if (
+        table.dialect == "sqlite"
+        and promoted is not None
+        and tx.fetchone(table.count_staged_sql())[0] == promoted
+    ):
         tx.execute(table.truncate_sql())
     else:
-        tx.execute(table.cleanup_sql(), params)
+        tx.execute(table.cleanup_sql(), (sink_id, batch_id))
 
 
 def commit_batch(
@@ -392,6 +401,7 @@ def commit_batch(
                         (offset, batch_id, options.sink_id, topic, partition),
                     )
                 log.info("sink %s batch %d: %d rows committed", options.sink_id, batch_id, promoted)
+                _cleanup(tx, table, options.sink_id, batch_id, promoted)
             else:
                 tx.execute(
                     f"DELETE FROM {OFFSETS_TABLE} WHERE sink_id = ? AND batch_id = -1",
@@ -402,7 +412,7 @@ def commit_batch(
                     options.sink_id,
                     batch_id,
                 )
-            _cleanup(tx, table, options.sink_id, batch_id)
+                _cleanup(tx, table, options.sink_id, batch_id)
             crash.reached("database.before_commit", batch_id)
     finally:
         db.close()
@@ -453,8 +463,8 @@ class DatabaseBatchWriter(DataSourceArrowWriter):
             with db.transaction() as tx:
                 if self.overwrite:
                     tx.execute(f"DELETE FROM {self.table.target}")
-                _promote(tx, self.table, self.options.sink_id, -1, writes)
-                _cleanup(tx, self.table, self.options.sink_id, -1)
+                promoted = _promote(tx, self.table, self.options.sink_id, -1, writes)
+                _cleanup(tx, self.table, self.options.sink_id, -1, promoted)
         finally:
             db.close()
 

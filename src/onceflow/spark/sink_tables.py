@@ -276,12 +276,8 @@ class SinkTable:
         """Delete a sink's staged rows up to a batch (every attempt, promoted or not)."""
         return f"DELETE FROM {self.staging} WHERE onceflow_sink_id = ? AND onceflow_batch_id <= ?"
 
-    def others_staged_sql(self) -> str:
-        """A row if the staging table holds rows that ``cleanup_sql`` would keep."""
-        return (
-            f"SELECT 1 FROM {self.staging} WHERE NOT "
-            "(onceflow_sink_id = ? AND onceflow_batch_id <= ?) LIMIT 1"
-        )
+    def count_staged_sql(self) -> str:
+        return f"SELECT COUNT(*) FROM {self.staging}"
 
     def truncate_sql(self) -> str:
         """Empty the staging table (SQLite erases a table without visiting its rows)."""
