@@ -1,0 +1,548 @@
+"""Throughput of the onceflow Spark source and exactly-once sinks against a plain consumer.
+
+    python benchmarks/spark_pipeline.py [--records 1000000] [--partitions 4]
+        [--max-offsets-per-trigger 250000] [--database-url postgresql://...]
+        [--master local[2]] [--warmup 50000] [--repeat 1] [--verbose]
+        [--only consumer,consumer-default,batch,source,pynoop,database,kafka]
+
+One embedded onceflow broker (``onceflow.testing.BrokerProcess``, temporary data
+directory). ``--records`` small JSON records (about 60 bytes: an id, a store, an amount,
+a timestamp; keyed by store) are produced ONCE to an input topic of ``--partitions``
+partitions, spread evenly; every mode below reads that same data from offset 0 (none of
+them commits to a group, so none changes what the next one reads).
+
+One SparkSession (``--master``, default ``local[2]``) is started once. Before anything is
+timed, every Spark mode runs once on a warm-up topic (``--warmup`` records): JVM start,
+class loading and JIT, Python worker start and imports, table and topic creation are not
+counted. Then each mode is timed on its own, ``--repeat`` times, interleaved (all modes,
+then all modes again), and the median is reported with the min-max:
+
+1. **consumer** (the ceiling): one confluent-kafka consumer in this process, assign mode,
+   ``read_committed`` (the source's default), ``consume(10000)`` until every record has
+   arrived; each record's value is touched. Timed from ``assign()`` to the last record.
+   It sets ``fetch.queue.backoff.ms=20`` as the source's executors do: with librdkafka's
+   default (1000 ms) fetching stops for a second whenever more than 100,000 records are
+   queued, and a consumer reading a backlog runs at a fraction of its speed. The
+   **consumer-default** row (information only) is the same consumer with the defaults.
+2. **batch**: ``spark.read.format("onceflow")`` of the whole topic into Spark's ``noop``
+   sink (``df.write.format("noop")``), timed around ``save()`` (planning on the driver,
+   one task per partition reading its range on the executors, Arrow into Spark). This is
+   the figure the source is judged by against the consumer: it measures the source
+   itself, with no streaming bookkeeping around it.
+3. **source**: ``spark.readStream.format("onceflow")`` with
+   ``maxOffsetsPerTrigger=--max-offsets-per-trigger`` and ``Trigger.AvailableNow`` into
+   the ``noop`` streaming sink. This is the figure the sinks are compared with: same
+   query shape, same micro-batches, only the sink differs. Timed from the start of the
+   first micro-batch to the end of the last one, from the query's progress reports:
+   every micro-batch in full (offset planning on the driver, the offset-log write, the
+   Spark job, the sink's commit, the commit-log write) and the gaps between them. Not
+   in it: the query's one-off start (about a second, mostly Spark starting the Python
+   process that plans the source's offsets) and stop; that wall time, ``start()`` to
+   the end of ``awaitTermination()``, is printed in its own column. Its ratio to the
+   consumer is printed too, for information: it includes Spark's fixed cost per
+   micro-batch (offset and commit logs, job scheduling), which grows with the number
+   of micro-batches.
+4. **database**: the same stream, ``key``/``value`` cast to strings plus ``partition``
+   and ``offset``, into ``onceflow-database`` (append mode: every record becomes a row;
+   SQLite file in the temporary directory, or ``--database-url``); timed like
+   **source**. Every micro-batch is staged by the tasks and promoted with its offsets in
+   one transaction on the driver, so the timed span includes every row's way into the
+   target table.
+5. **pynoop** (information only): the database mode's stream into a Python data source
+   sink that only iterates over its input (``bench-python-noop``, defined here). Any
+   Python sink pays this: Spark converts the rows to Arrow and streams them to a Python
+   worker per task, and runs the sink's ``commit`` in a Python process on the driver.
+   database / pynoop and kafka / pynoop show what the exactly-once work itself costs.
+6. **kafka**: the same stream, ``key`` and ``value`` as they are, into ``onceflow-kafka``
+   (one Kafka transaction per task and micro-batch, with its idempotency marker) writing
+   an output topic of ``--partitions`` partitions; timed like **source** (a micro-batch
+   ends when every task's transaction is committed).
+
+After each run the output is checked (not timed): the batch read's row count, the
+query's input rows, the table's row count and the output topic's ``read_committed``
+record count must all equal ``--records``, or the script fails. records/s = ``--records``
+/ the timed seconds. Goals: batch / consumer >= 0.5, database / source >= 0.8, kafka /
+source >= 0.8. The 1-minute load average after each run is printed: the machine may be
+shared, and single runs move with the load.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+from pyspark.sql.datasource import (
+    DataSource,
+    DataSourceStreamArrowWriter,
+    DataSourceStreamWriter,
+    WriterCommitMessage,
+)
+
+from onceflow.testing import BrokerProcess
+
+MODES = ("consumer", "consumer-default", "batch", "source", "pynoop", "database", "kafka")
+# (measure, baseline, goal): the source is measured by the batch read, the sinks against
+# the streaming source of the same query shape (see the module docstring).
+GOALS = [
+    ("batch", "consumer", 0.5),
+    ("database", "source", 0.8),
+    ("kafka", "source", 0.8),
+]
+INFO_RATIOS = [("source", "consumer"), ("database", "pynoop"), ("kafka", "pynoop")]
+
+
+DATABASE_COLUMNS = ("CAST(key AS STRING) AS key", "CAST(value AS STRING) AS value")
+DATABASE_COLUMNS += ("partition", "offset")
+
+
+@dataclass
+class Timing:
+    seconds: float  # the measured figure (see the module docstring)
+    wall: float | None = None  # streaming: start() to the end of awaitTermination()
+    batches: int | None = None  # streaming: micro-batches run
+
+
+@dataclass
+class Result:
+    mode: str
+    records: int
+    timings: list[Timing] = field(default_factory=list)
+    loads: list[float] = field(default_factory=list)  # 1-minute load average per run
+
+    @property
+    def seconds(self) -> float:
+        return statistics.median(t.seconds for t in self.timings)
+
+    @property
+    def rate(self) -> float:
+        return self.records / self.seconds
+
+    @property
+    def spread(self) -> str:
+        rates = sorted(self.records / t.seconds for t in self.timings)
+        return f"{rates[0]:,.0f}-{rates[-1]:,.0f}" if len(rates) > 1 else ""
+
+    @property
+    def wall(self) -> float | None:
+        walls = [t.wall for t in self.timings if t.wall is not None]
+        return statistics.median(walls) if walls else None
+
+    @property
+    def batches(self) -> int | None:
+        return self.timings[0].batches
+
+
+# -- data -------------------------------------------------------------------------------
+
+
+def create_topic(bootstrap: str, name: str, partitions: int) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    for future in admin.create_topics([NewTopic(name, partitions, 1)]).values():
+        future.result(30)
+
+
+def produce(bootstrap: str, topic: str, records: int, partitions: int) -> float:
+    producer = Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            "linger.ms": 20,
+            "batch.size": 1_000_000,
+            "queue.buffering.max.messages": 500_000,
+            "enable.idempotence": True,
+        }
+    )
+    started = time.monotonic()
+    for n in range(records):
+        store = f"s{n % 50}"
+        value = json.dumps({"id": f"e{n}", "store": store, "amount": n % 100, "ts": n})
+        while True:
+            try:
+                producer.produce(topic, key=store, value=value, partition=n % partitions)
+                break
+            except BufferError:
+                producer.poll(0.05)
+    remaining = producer.flush(120)
+    if remaining:
+        raise RuntimeError(f"{remaining} records not acknowledged")
+    return time.monotonic() - started
+
+
+def count_committed(bootstrap: str, topic: str, partitions: int, expected: int) -> int:
+    """Records a read_committed consumer gets from ``topic`` (waits up to 60 s for them)."""
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"bench-count-{uuid.uuid4().hex}",
+            "enable.auto.commit": False,
+            "isolation.level": "read_committed",
+            "enable.partition.eof": True,
+        }
+    )
+    consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+    count = 0
+    at_end: set[int] = set()
+    deadline = time.monotonic() + 60
+    try:
+        while time.monotonic() < deadline:
+            for message in consumer.consume(10_000, 0.5):
+                error = message.error()
+                if error is None:
+                    count += 1
+                    at_end.discard(message.partition())
+                elif error.code() == KafkaError._PARTITION_EOF:
+                    at_end.add(message.partition())
+            if len(at_end) == partitions and count >= expected:
+                break
+    finally:
+        consumer.close()
+    return count
+
+
+# -- modes ------------------------------------------------------------------------------
+
+
+def plain_consumer(
+    bootstrap: str, topic: str, partitions: int, records: int, tuned: bool = True
+) -> float:
+    config: dict[str, object] = {
+        "bootstrap.servers": bootstrap,
+        "group.id": f"bench-plain-{uuid.uuid4().hex}",
+        "enable.auto.commit": False,
+        "isolation.level": "read_committed",
+    }
+    if tuned:  # what the onceflow source sets too (see onceflow.spark.reader)
+        config["fetch.queue.backoff.ms"] = 20
+    consumer = Consumer(config)
+    try:
+        consumer.list_topics(topic, timeout=10)  # connection and metadata: not timed
+        started = time.monotonic()
+        consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+        count = 0
+        size = 0
+        deadline = started + 600
+        while count < records:
+            for message in consumer.consume(10_000, 1.0):
+                if message.error() is None:
+                    count += 1
+                    size += len(message.value())
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"plain consumer got {count} of {records} records")
+        return time.monotonic() - started
+    finally:
+        consumer.close()
+
+
+class PythonNoopSink(DataSource):
+    """``format("bench-python-noop")``: a Python sink that only iterates over its input.
+
+    What any Python data source sink costs before it does anything: Spark turns the rows
+    into Arrow batches and streams them to a Python worker per task, and calls the
+    driver-side ``commit`` in a Python process per micro-batch.
+    """
+
+    @classmethod
+    def name(cls) -> str:
+        return "bench-python-noop"
+
+    def streamWriter(self, schema: Any, overwrite: bool) -> DataSourceStreamWriter:
+        return _NoopStreamWriter()
+
+
+class _NoopStreamWriter(DataSourceStreamArrowWriter):
+    def write(self, iterator: Iterator[Any]) -> WriterCommitMessage:
+        rows = 0
+        for batch in iterator:
+            rows += batch.num_rows
+        return WriterCommitMessage()
+
+    def commit(self, messages: list[Any], batchId: int) -> None:
+        pass
+
+    def abort(self, messages: list[Any], batchId: int) -> None:
+        pass
+
+
+class SparkModes:
+    def __init__(self, spark, bootstrap: str, args: argparse.Namespace, work: Path) -> None:
+        self.spark = spark
+        self.bootstrap = bootstrap
+        self.args = args
+        self.work = work
+        self.database_url = args.database_url or f"sqlite:///{work / 'bench.db'}"
+
+    def _stream(self, topic: str):
+        return (
+            self.spark.readStream.format("onceflow")
+            .option("kafka.bootstrap.servers", self.bootstrap)
+            .option("subscribe", topic)
+            .option("startingOffsets", "earliest")
+            .option("maxOffsetsPerTrigger", str(self.args.max_offsets_per_trigger))
+            .load()
+        )
+
+    def _run(self, writer, name: str, expected: int) -> Timing:
+        checkpoint = self.work / "checkpoints" / f"{name}-{uuid.uuid4().hex[:8]}"
+        started = time.time()
+        query = (
+            writer.option("checkpointLocation", str(checkpoint)).trigger(availableNow=True).start()
+        )
+        query.awaitTermination()
+        wall = time.time() - started
+        if query.exception() is not None:
+            raise RuntimeError(f"{name}: {query.exception()}")
+        progress = [p for p in query.recentProgress if p["numInputRows"] > 0]
+        rows = sum(p["numInputRows"] for p in progress)
+        if self.args.verbose:
+            for p in progress:
+                rows_in, durations = p["numInputRows"], p["durationMs"]
+                print(f"  {name} batch {p['batchId']}: {rows_in} rows, durations (ms) {durations}")
+        if rows != expected:
+            raise RuntimeError(f"{name}: the query read {rows} rows, expected {expected}")
+        # From the start of the first micro-batch to the end of the last (progress
+        # timestamps are the JVM's wall clock, on this machine).
+        first = _epoch(progress[0]["timestamp"])
+        last = (
+            _epoch(progress[-1]["timestamp"]) + progress[-1]["durationMs"]["triggerExecution"] / 1e3
+        )
+        return Timing(last - first, wall, len(progress))
+
+    def batch(self, topic: str, expected: int) -> Timing:
+        frame = (
+            self.spark.read.format("onceflow")
+            .option("kafka.bootstrap.servers", self.bootstrap)
+            .option("subscribe", topic)
+            .load()
+        )
+        started = time.monotonic()
+        frame.write.format("noop").mode("overwrite").save()
+        elapsed = time.monotonic() - started
+        rows = frame.count()  # not timed: the same ranges read again
+        if rows != expected:
+            raise RuntimeError(f"batch: read {rows} rows, expected {expected}")
+        return Timing(elapsed)
+
+    def source(self, topic: str, expected: int) -> Timing:
+        writer = self._stream(topic).writeStream.format("noop")
+        return self._run(writer, "source", expected)
+
+    def pynoop(self, topic: str, expected: int) -> Timing:
+        writer = self._stream(topic).selectExpr(*DATABASE_COLUMNS).writeStream
+        return self._run(writer.format("bench-python-noop"), "pynoop", expected)
+
+    def database(self, topic: str, expected: int) -> Timing:
+        table = f"bench_{uuid.uuid4().hex[:8]}"
+        writer = (
+            self._stream(topic)
+            .selectExpr(*DATABASE_COLUMNS)
+            .writeStream.format("onceflow-database")
+            .option("url", self.database_url)
+            .option("table", table)
+            .option("mode", "append")
+            .option("sinkId", table)
+        )
+        timing = self._run(writer, "database", expected)
+        stored = table_count(self.database_url, table)
+        if stored != expected:
+            raise RuntimeError(f"database: {stored} rows in {table}, expected {expected}")
+        return timing
+
+    def kafka(self, topic: str, expected: int) -> Timing:
+        out = f"{topic}-out-{uuid.uuid4().hex[:6]}"
+        create_topic(self.bootstrap, out, self.args.partitions)
+        writer = (
+            self._stream(topic)
+            .select("key", "value")
+            .writeStream.format("onceflow-kafka")
+            .option("kafka.bootstrap.servers", self.bootstrap)
+            .option("topic", out)
+            .option("sinkId", out)
+        )
+        timing = self._run(writer, "kafka", expected)
+        stored = count_committed(self.bootstrap, out, self.args.partitions, expected)
+        if stored != expected:
+            raise RuntimeError(f"kafka: {stored} committed records in {out}, expected {expected}")
+        return timing
+
+
+def _epoch(timestamp: str) -> float:
+    return datetime.datetime.fromisoformat(timestamp.replace("Z", "+00:00")).timestamp()
+
+
+def table_count(url: str, table: str) -> int:
+    from onceflow.patterns.db import Database
+
+    db = Database(url)
+    try:
+        return int(db.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0])
+    finally:
+        db.close()
+
+
+def start_spark(master: str):
+    java = shutil.which("java")
+    if "JAVA_HOME" not in os.environ and java:
+        os.environ["JAVA_HOME"] = os.path.dirname(os.path.dirname(os.path.realpath(java)))
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    from pyspark.sql import SparkSession
+
+    import onceflow.spark
+
+    spark = (
+        SparkSession.builder.master(master)
+        .appName("onceflow-bench")
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.driver.host", "127.0.0.1")
+        .config("spark.driver.bindAddress", "127.0.0.1")
+        .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.python.worker.reuse", "true")
+        .getOrCreate()
+    )
+    spark.sparkContext.setLogLevel("ERROR")
+    onceflow.spark.register(spark)
+    if __name__ != "__main__":  # imported: Python workers cannot import this file
+        from pyspark import cloudpickle
+
+        cloudpickle.register_pickle_by_value(sys.modules[__name__])
+    spark.dataSource.register(PythonNoopSink)
+    return spark
+
+
+# -- report -----------------------------------------------------------------------------
+
+
+def print_report(results: dict[str, Result], args: argparse.Namespace, loads: list) -> None:
+    print()
+    print(
+        f"{args.records:,} records, {args.partitions} partitions, master {args.master}, "
+        f"maxOffsetsPerTrigger {args.max_offsets_per_trigger:,}, "
+        f"database {'SQLite' if not args.database_url else 'PostgreSQL'}"
+    )
+    header = ["mode", "records/s", "seconds", "batches", "wall s", "load 1m"]
+    if args.repeat > 1:
+        header[1:2] = ["records/s (median)", "min-max"]
+    print("| " + " | ".join(header) + " |")
+    print("|---|" + "---:|" * (len(header) - 1))
+    labels = {
+        "consumer": "plain confluent-kafka consumer (ceiling)",
+        "consumer-default": "plain consumer, librdkafka defaults (info)",
+        "batch": "onceflow source, batch read -> noop",
+        "source": "onceflow source, AvailableNow -> noop",
+        "pynoop": "-> Python no-op sink (info)",
+        "database": "-> onceflow-database (exactly-once)",
+        "kafka": "-> onceflow-kafka (exactly-once)",
+    }
+    for mode in MODES:
+        if mode not in results:
+            continue
+        r = results[mode]
+        cells = [labels[mode], f"{r.rate:,.0f}"]
+        if args.repeat > 1:
+            cells.append(r.spread)
+        cells += [
+            f"{r.seconds:.2f}",
+            str(r.batches) if r.batches is not None else "",
+            f"{r.wall:.2f}" if r.wall is not None else "",
+            "/".join(f"{load:.1f}" for load in r.loads),
+        ]
+        print("| " + " | ".join(cells) + " |")
+    print()
+    for mode, base, goal in GOALS:
+        if mode in results and base in results:
+            ratio = results[mode].rate / results[base].rate
+            verdict = "ok" if ratio >= goal else "MISSED"
+            print(f"{mode} / {base}: {ratio:.2f}  (goal >= {goal:.1f}: {verdict})")
+    for mode, base in INFO_RATIOS:
+        if mode in results and base in results:
+            print(f"{mode} / {base}: {results[mode].rate / results[base].rate:.2f}  (information)")
+    print("load average (1m, 5m, 15m) at start and end:", *loads)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--records", type=int, default=1_000_000)
+    parser.add_argument("--partitions", type=int, default=4)
+    parser.add_argument("--max-offsets-per-trigger", type=int, default=250_000)
+    parser.add_argument("--database-url", help="default: SQLite in the temporary directory")
+    parser.add_argument("--master", default="local[2]")
+    parser.add_argument("--warmup", type=int, default=50_000)
+    parser.add_argument("--repeat", type=int, default=1, help="runs per mode (median)")
+    parser.add_argument("--only", default=",".join(MODES), help="comma-separated modes")
+    parser.add_argument("--verbose", action="store_true", help="print every micro-batch")
+    args = parser.parse_args(argv)
+    modes = [m for m in args.only.split(",") if m]
+    unknown = set(modes) - set(MODES)
+    if unknown:
+        parser.error(f"unknown modes {sorted(unknown)}; use {','.join(MODES)}")
+
+    work = Path(tempfile.mkdtemp(prefix="onceflow-spark-bench-"))
+    loads = [tuple(round(x, 2) for x in os.getloadavg())]
+    broker = BrokerProcess(work / "broker", log_path=work / "broker.log").start()
+    spark = None
+    try:
+        bootstrap = broker.bootstrap
+        topic = "bench-input"
+        warmup = "bench-warmup"
+        create_topic(bootstrap, topic, args.partitions)
+        create_topic(bootstrap, warmup, args.partitions)
+        seconds = produce(bootstrap, topic, args.records, args.partitions)
+        print(f"produced {args.records:,} records in {seconds:.1f} s", flush=True)
+        produce(bootstrap, warmup, args.warmup, args.partitions)
+
+        spark_modes = [m for m in modes if not m.startswith("consumer")]
+        runner: SparkModes | None = None
+        if spark_modes:
+            started = time.monotonic()
+            spark = start_spark(args.master)
+            runner = SparkModes(spark, bootstrap, args, work)
+            for mode in spark_modes:  # warm-up, not counted
+                getattr(runner, mode)(warmup, args.warmup)
+            print(f"Spark started and warmed up in {time.monotonic() - started:.1f} s", flush=True)
+
+        results = {mode: Result(mode, args.records) for mode in modes}
+        for repetition in range(args.repeat):  # interleaved: noise hits every mode alike
+            for mode in modes:
+                run: Callable[[str, int], Timing]
+                if mode in ("consumer", "consumer-default"):
+
+                    def run(t: str, n: int, tuned: bool = mode == "consumer") -> Timing:
+                        return Timing(plain_consumer(bootstrap, t, args.partitions, n, tuned))
+                else:
+                    assert runner is not None
+                    run = getattr(runner, mode)
+                timing = run(topic, args.records)
+                results[mode].timings.append(timing)
+                results[mode].loads.append(os.getloadavg()[0])
+                print(
+                    f"[{repetition + 1}/{args.repeat}] {mode}: {timing.seconds:.2f} s, "
+                    f"{args.records / timing.seconds:,.0f} records/s",
+                    flush=True,
+                )
+        loads.append(tuple(round(x, 2) for x in os.getloadavg()))
+        print_report(results, args, loads)
+        return 0
+    finally:
+        if spark is not None:
+            spark.stop()
+        broker.stop()
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
