@@ -42,10 +42,10 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
+from bench_topics import create_topics, delete_topics
+from confluent_kafka import Consumer, Producer, TopicPartition
 
-from onceflow.testing import BrokerProcess
+from onceflow.broker.process import BrokerProcess
 
 PARTITIONS = 4
 VALUE_SIZE = 1000
@@ -163,30 +163,6 @@ def start_tansu(work: Path) -> Target:
 # -- workload -----------------------------------------------------------------------------
 
 
-def create_topic(bootstrap: str, name: str) -> None:
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    for future in admin.create_topics([NewTopic(name, PARTITIONS, 1)]).values():
-        future.result(30)
-    # Wait until the topic's partitions have a leader in metadata.
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        topics = admin.list_topics(name, timeout=10).topics
-        meta = topics.get(name)
-        if meta is not None and meta.error is None and len(meta.partitions) == PARTITIONS:
-            return
-        time.sleep(0.1)
-    raise RuntimeError(f"topic {name} did not appear")
-
-
-def delete_topic(bootstrap: str, name: str) -> None:
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    try:
-        for future in admin.delete_topics([name]).values():
-            future.result(30)
-    except KafkaException:
-        pass  # memory is reclaimed with the broker anyway
-
-
 def produce(bootstrap: str, topic: str, records: int) -> float:
     producer = Producer({"bootstrap.servers": bootstrap, **PRODUCER_CONFIG})
     errors: list[str] = []
@@ -255,7 +231,7 @@ def cpu_seconds(pid: int) -> float:
 
 def run_once(target: Target, records: int, record: bool) -> None:
     topic = f"bench-{uuid.uuid4().hex[:10]}"
-    create_topic(target.bootstrap, topic)
+    create_topics(target.bootstrap, [topic], PARTITIONS)
     me = os.getpid()
     cpu_start, client_start = cpu_seconds(target.pid), cpu_seconds(me)
     produced = produce(target.bootstrap, topic, records)
@@ -278,7 +254,7 @@ def run_once(target: Target, records: int, record: bool) -> None:
             f" client {client_c:4.2f})",
             flush=True,
         )
-    delete_topic(target.bootstrap, topic)
+    delete_topics(target.bootstrap, [topic])
 
 
 def rate(seconds: float, records: int) -> float:

@@ -36,19 +36,13 @@ import textwrap
 import time
 from pathlib import Path
 
+from bench_topics import create_topics
 from confluent_kafka import Producer
-from confluent_kafka.admin import AdminClient, NewTopic
 
 from onceflow.patterns import Runner, RunnerConfig
 from onceflow.patterns.db import connect
 
 PARTITIONS = 3
-
-
-def create_topics(bootstrap: str, *names: str) -> None:
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    for future in admin.create_topics([NewTopic(n, PARTITIONS, 1) for n in names]).values():
-        future.result(30)
 
 
 def produce(bootstrap: str, topic: str, records: int) -> None:
@@ -70,7 +64,7 @@ def run_onceflow(
     bootstrap: str, name: str, records: int, db_url: str | None, produce_out: bool, **settings
 ) -> float:
     topic = f"in-{name}"
-    create_topics(bootstrap, topic, f"out-{name}")
+    create_topics(bootstrap, [topic, f"out-{name}"], PARTITIONS)
     produce(bootstrap, topic, records)
     if db_url is not None:
         with connect(db_url) as db:
@@ -170,7 +164,7 @@ def quix_python(explicit: str | None) -> str | None:
 
 def run_quix(python: str, bootstrap: str, name: str, records: int, guarantee: str) -> float:
     source, target = f"in-{name}", f"out-{name}"
-    create_topics(bootstrap, source, target)
+    create_topics(bootstrap, [source, target], PARTITIONS)
     produce(bootstrap, source, records)
     with tempfile.NamedTemporaryFile("w", suffix=".py", delete=False) as script:
         script.write(QUIX_SCRIPT)

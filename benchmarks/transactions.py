@@ -54,10 +54,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
+from bench_topics import create_topics, delete_topics
+from confluent_kafka import Consumer, Producer, TopicPartition
 
-from onceflow.testing import BrokerProcess
+from onceflow.broker.process import BrokerProcess
 
 KEY_BYTES = 8
 MODES = ("transactional", "at-least-once")
@@ -106,28 +106,6 @@ class Results:
 
 
 # -- topics -------------------------------------------------------------------------------
-
-
-def create_topic(bootstrap: str, name: str, partitions: int) -> None:
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    for future in admin.create_topics([NewTopic(name, partitions, 1)]).values():
-        future.result(30)
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        meta = admin.list_topics(name, timeout=10).topics.get(name)
-        if meta is not None and meta.error is None and len(meta.partitions) == partitions:
-            return
-        time.sleep(0.1)
-    raise RuntimeError(f"topic {name} did not appear")
-
-
-def delete_topic(bootstrap: str, name: str) -> None:
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    try:
-        for future in admin.delete_topics([name]).values():
-            future.result(30)
-    except KafkaException:
-        pass
 
 
 def fill(bootstrap: str, topic: str, partitions: int, records: int, value_bytes: int) -> None:
@@ -266,10 +244,10 @@ def run_copy(bootstrap: str, mode: str, source: str, partitions: int, records: i
              interval: float) -> Copy:  # fmt: skip
     suffix = uuid.uuid4().hex[:8]
     target, group = f"copy-{suffix}", f"copy-{mode}-{suffix}"
-    create_topic(bootstrap, target, partitions)
+    create_topics(bootstrap, [target], partitions)
     result = copy(bootstrap, mode, source, target, group, records, interval)
     check(bootstrap, result, mode, source, target, group, partitions)
-    delete_topic(bootstrap, target)
+    delete_topics(bootstrap, [target])
     return result
 
 
@@ -306,7 +284,7 @@ def main() -> int:
             broker = BrokerProcess(work / "data", log_path=work / "broker.log").start()
             bootstrap = broker.bootstrap
         source = f"input-{uuid.uuid4().hex[:8]}"
-        create_topic(bootstrap, source, args.partitions)
+        create_topics(bootstrap, [source], args.partitions)
         fill(bootstrap, source, args.partitions, args.records, args.value_bytes)
         print(
             f"{args.records:,} records ({KEY_BYTES}-byte key, {args.value_bytes}-byte value) on "
@@ -317,11 +295,11 @@ def main() -> int:
         print(f"machine load at start: {load()}", flush=True)
         if args.warmup:
             warm = f"warmup-{uuid.uuid4().hex[:8]}"
-            create_topic(bootstrap, warm, args.partitions)
+            create_topics(bootstrap, [warm], args.partitions)
             fill(bootstrap, warm, args.partitions, args.warmup, args.value_bytes)
             for mode in MODES:
                 run_copy(bootstrap, mode, warm, args.partitions, args.warmup, interval)
-            delete_topic(bootstrap, warm)
+            delete_topics(bootstrap, [warm])
         for repetition in range(args.repeat):
             order = MODES if repetition % 2 == 0 else tuple(reversed(MODES))
             line = []
