@@ -20,7 +20,7 @@ from pathlib import Path
 from confluent_kafka import KafkaException, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from onceflow.verify.audit import InputEvent, OutputRecord, Sink, audit
+from onceflow.verify.audit import InputEvent, first_copies
 from onceflow.verify.command import run_verify
 from onceflow.verify.extract import Extractor
 from onceflow.verify.report import AuditReport
@@ -155,25 +155,10 @@ def audit_topic(bootstrap: str, topic: str = "output", dedupe: bool = False):
     sink = read_output_topic(bootstrap, topic, extractor, timeout=60)
     removed = 0
     if dedupe:
-        seen: set[str] = set()
-        kept: list[OutputRecord] = []
         # Each event is one outbox row here, so its relay copies share the event id (and
         # the onceflow-outbox-id header): keeping the first copy is what an inbox does.
-        for record in sink.records:
-            if record.id in seen:
-                removed += 1
-                continue
-            seen.add(record.id)
-            kept.append(record)
-        sink = Sink(sink.name, kept, sink.check_order, sink.unreadable)
-    report = audit(
-        source.events,
-        [sink],
-        aborted_input_ids=source.aborted_ids,
-        input_unreadable=source.unreadable,
-        input_aborted_visible=source.aborted_visible,
-    )
-    return report, removed
+        sink, removed = first_copies(sink)
+    return source.audit([sink]), removed
 
 
 def input_events(bootstrap: str) -> list[InputEvent]:

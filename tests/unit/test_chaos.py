@@ -7,8 +7,8 @@ import json
 import pytest
 
 from onceflow.patterns import relay
-from onceflow.verify.audit import OutputRecord, Sink
-from onceflow.verify.chaos.cells import CellResult, first_copies, verdict
+from onceflow.verify.audit import OutputRecord, Sink, first_copies
+from onceflow.verify.chaos.cells import CellResult, verdict
 from onceflow.verify.chaos.flows import FLOWS, STEP_LABELS, WORK_STEPS
 from onceflow.verify.chaos.heatmap import cell_colour, draw
 from onceflow.verify.chaos.matrix import ChaosMatrix, load, ordered, summarize

@@ -240,3 +240,14 @@ def _reordered(
             else:
                 latest[event.partition] = event
     return anomalies
+
+
+def first_copies(sink: Sink) -> tuple[Sink, int]:
+    """The sink as a consumer's inbox sees it: later copies of an event dropped."""
+    seen: set[str] = set()
+    kept = []
+    for record in sink.records:
+        if record.id not in seen:
+            seen.add(record.id)
+            kept.append(record)
+    return Sink(sink.name, kept, sink.check_order, sink.unreadable), len(sink.records) - len(kept)

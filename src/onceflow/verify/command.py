@@ -7,7 +7,6 @@ from pathlib import Path
 
 import click
 
-from onceflow.verify.audit import audit
 from onceflow.verify.extract import Extractor
 from onceflow.verify.report import AuditReport
 from onceflow.verify.sources import SourceError, read_input, read_output_topic, read_table
@@ -62,14 +61,7 @@ def run_verify(
         "input_end_offsets": {str(p): r.stable for p, r in sorted(source.ranges.items())},
         "order_checked": {sink.name: sink.check_order for sink in sinks},
     }
-    return audit(
-        source.events,
-        sinks,
-        aborted_input_ids=source.aborted_ids,
-        input_unreadable=source.unreadable,
-        input_aborted_visible=source.aborted_visible,
-        context=context,
-    )
+    return source.audit(sinks, context)
 
 
 @click.command("verify")

@@ -14,12 +14,13 @@ import datetime
 import sqlite3
 import time
 from collections import defaultdict
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from onceflow.verify.audit import InputEvent, OutputRecord, Sink, Unreadable
+from onceflow.verify.audit import InputEvent, OutputRecord, Sink, Unreadable, audit
 from onceflow.verify.extract import ExtractError, Extractor, FieldSpec
+from onceflow.verify.report import AuditReport
 
 READ_COMMITTED = "read_committed"
 READ_UNCOMMITTED = "read_uncommitted"
@@ -216,6 +217,19 @@ class InputRead:
     unreadable: list[Unreadable]
     aborted_visible: list[InputEvent]  # read_committed returned aborted data (broker bug)
     ranges: dict[int, PartitionRange]
+
+    def audit(
+        self, sinks: Iterable[Sink], context: Mapping[str, object] | None = None
+    ) -> AuditReport:
+        """Audit ``sinks`` against the events read from the input topic."""
+        return audit(
+            self.events,
+            sinks,
+            aborted_input_ids=self.aborted_ids,
+            input_unreadable=self.unreadable,
+            input_aborted_visible=self.aborted_visible,
+            context=context,
+        )
 
 
 def read_input(

@@ -29,7 +29,7 @@ from onceflow.broker.process import BrokerProcess
 from onceflow.patterns.db import connect
 from onceflow.patterns.outbox import Outbox
 from onceflow.patterns.relay import Relay, RelayConfig
-from onceflow.verify.audit import Sink, audit
+from onceflow.verify.audit import Sink, first_copies
 from onceflow.verify.chaos.databases import CellDatabases, hold_unavailable
 from onceflow.verify.chaos.flows import ENTITIES_QUERY
 from onceflow.verify.chaos.proxy import TcpProxy
@@ -253,13 +253,7 @@ def audit_outputs(
         sink = read()
         sink.name = name
         sinks.append(sink)
-    return audit(
-        source.events,
-        sinks,
-        aborted_input_ids=source.aborted_ids,
-        input_unreadable=source.unreadable,
-        input_aborted_visible=source.aborted_visible,
-    )
+    return source.audit(sinks)
 
 
 def output_readers(
@@ -275,17 +269,6 @@ def output_readers(
         "topic": lambda: read_output_topic(bootstrap, names.output, EXTRACTOR, timeout=60),
     }
     return {name: readers[name] for name in outputs}
-
-
-def first_copies(sink: Sink) -> tuple[Sink, int]:
-    """The sink as a consumer's inbox sees it: later copies of an event dropped."""
-    seen: set[str] = set()
-    kept = []
-    for record in sink.records:
-        if record.id not in seen:
-            seen.add(record.id)
-            kept.append(record)
-    return Sink(sink.name, kept, sink.check_order, sink.unreadable), len(sink.records) - len(kept)
 
 
 # -- families -------------------------------------------------------------------------------
