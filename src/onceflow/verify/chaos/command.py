@@ -69,6 +69,13 @@ def chaos_command(
 
     console = Console()
     cells = select(quick, patterns, families)
+    if any(scenario.family == "spark" for scenario, _ in cells):
+        from onceflow.verify.chaos.spark_job import unavailable
+
+        reason = unavailable()
+        if reason is not None:
+            console.print(f"[yellow]skipping the Spark cells: {reason}[/yellow]")
+            cells = [(scenario, cell) for scenario, cell in cells if scenario.family != "spark"]
     if list_only:
         for scenario, cell in cells:
             click.echo(f"{scenario.name:56s} {cell.step:38s} {cell.fault}")

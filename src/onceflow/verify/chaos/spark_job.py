@@ -11,12 +11,23 @@ driver, JVM, Python workers) is SIGKILLed at that step, like a machine failure.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import os
+import shutil
 import sys
 
 TABLE = "spark_entities"
 TABLE_QUERY = f"SELECT event_id AS id, key FROM {TABLE}"
 EVENT_SCHEMA = "id STRING, key STRING, n LONG"
+
+
+def unavailable() -> str | None:
+    """Why Spark cannot run here (no pyspark, no Java), or None."""
+    if importlib.util.find_spec("pyspark") is None:
+        return "pyspark is not installed (pip install 'onceflow[spark]')"
+    if not os.environ.get("JAVA_HOME") and shutil.which("java") is None:
+        return "no Java (java on PATH or JAVA_HOME)"
+    return None
 
 
 def main(argv: list[str] | None = None) -> int:
