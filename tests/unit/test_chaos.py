@@ -10,7 +10,7 @@ from onceflow.patterns import relay
 from onceflow.verify.audit import OutputRecord, Sink, first_copies
 from onceflow.verify.chaos.cells import CellResult, verdict
 from onceflow.verify.chaos.flows import FLOWS, STEP_LABELS, WORK_STEPS
-from onceflow.verify.chaos.heatmap import cell_colour, draw
+from onceflow.verify.chaos.heatmap import COLOURS, cell_colour, draw
 from onceflow.verify.chaos.matrix import ChaosMatrix, load, ordered, summarize
 from onceflow.verify.chaos.scenarios import (
     ARTICLE,
@@ -149,8 +149,16 @@ def test_matrix_round_trips_through_json_and_renders(tmp_path):
 
 
 def test_colours_follow_the_worst_outcome():
-    assert cell_colour(OK) != cell_colour("duplicated: db") != cell_colour("lost: topic")
-    assert cell_colour("duplicated: rest; lost: topic") == cell_colour("lost+duplicated")
+    def colour(observed: dict, error: str | None = None) -> str:
+        return cell_colour(_result("produce", {}, observed, error))
+
+    assert colour({"db": OK}) == COLOURS["ok"]
+    assert colour({"db": OK, "rest": DUPLICATED}) == COLOURS["duplicated"]
+    assert colour({"db": LOST, "rest": OK}) == COLOURS["lost"]
+    assert colour({"rest": DUPLICATED, "topic": LOST}) == COLOURS["lost+duplicated"]
+    assert colour({"db": "lost+duplicated"}) == COLOURS["lost+duplicated"]
+    assert colour({"db": "reordered"}) == COLOURS["other"]
+    assert colour({"db": OK}, error="boom") == COLOURS["error"]
 
 
 def test_the_published_matrix_covers_the_whole_catalogue_as_predicted():

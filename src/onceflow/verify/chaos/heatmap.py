@@ -10,6 +10,7 @@ from __future__ import annotations
 import textwrap
 from pathlib import Path
 
+from onceflow.verify.chaos.cells import CellResult
 from onceflow.verify.chaos.matrix import ChaosMatrix, observed_text
 
 COLOURS = {
@@ -23,15 +24,18 @@ COLOURS = {
 SHORT = {"rest": "R", "db": "D", "topic": "T"}
 
 
-def cell_colour(observed: str) -> str:
-    if observed in COLOURS:
-        return COLOURS[observed]
-    if "lost" in observed and "duplicated" in observed:
+def cell_colour(result: CellResult) -> str:
+    """The worst outcome over the cell's outputs."""
+    if result.error:
+        return COLOURS["error"]
+    outcomes = set(result.observed.values())
+    lost = any(o.startswith("lost") for o in outcomes)
+    duplicated = any(o.endswith("duplicated") for o in outcomes)
+    if lost and duplicated:
         return COLOURS["lost+duplicated"]
-    for verdict in ("lost", "duplicated"):
-        if observed.startswith(verdict) or f"; {verdict}" in observed:
-            return COLOURS[verdict]
-    return COLOURS["other"]
+    if lost or duplicated:
+        return COLOURS["lost" if lost else "duplicated"]
+    return COLOURS["ok"] if outcomes <= {"ok"} else COLOURS["other"]
 
 
 def cell_label(step: str, observed: str, outputs: dict[str, str]) -> str:
@@ -65,7 +69,7 @@ def draw(matrix: ChaosMatrix, path: Path) -> Path:
             axes.add_patch(
                 Rectangle(
                     (column, y), 0.96, 0.9,
-                    facecolor=cell_colour(observed),
+                    facecolor=cell_colour(result),
                     edgecolor="black" if not result.matches else "white",
                     linewidth=3 if not result.matches else 0.5,
                 )

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import platform
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from datetime import UTC, datetime
 from typing import Any
 
@@ -163,19 +163,8 @@ def load(path: str) -> ChaosMatrix:
 
 
 def _result(item: dict[str, Any]) -> CellResult:
-    return CellResult(
-        scenario=item["scenario"],
-        step=item["step"],
-        label=item["label"],
-        fault=item["fault"],
-        expected=item["expected"],
-        observed=item["observed"],
-        counts=item["counts"],
-        number=item["number"],
-        seconds=item["seconds"],
-        error=item["error"],
-        note=item["note"],
-    )
+    names = {f.name for f in fields(CellResult)}
+    return CellResult(**{key: value for key, value in item.items() if key in names})
 
 
 def ordered(results: Iterable[CellResult]) -> list[CellResult]:
