@@ -68,6 +68,7 @@ BROKER_CONFIGS: dict[str, ConfigKey] = _keys(
     ConfigKey("delete.topic.enable", "bool", True),
     ConfigKey("log.flush.policy", "string", "always", choices=("always", "interval", "os")),
     ConfigKey("log.flush.interval.ms", "long", 1000, minimum=1),
+    ConfigKey("log.flush.offset.checkpoint.interval.ms", "int", 60_000, minimum=1),
     ConfigKey("log.retention.check.interval.ms", "long", 300_000, minimum=1),
     ConfigKey("log.cleaner.backoff.ms", "long", 15_000, minimum=1),
     ConfigKey("log.segment.bytes", "int", 1_073_741_824, minimum=14),

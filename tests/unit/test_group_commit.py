@@ -40,7 +40,6 @@ def test_concurrent_appends_share_fsyncs_and_hw_waits_for_them(tmp_path, monkeyp
                 # Not durable yet: not visible to consumers either.
                 assert partition.high_watermark <= result.base_offset
                 assert partition.read(0, 1 << 20, False).records == b""
-                manager.mark_dirty(partition)
                 waits.append(partition.wait_durable(result.last_offset + 1))
             await asyncio.wait_for(asyncio.gather(*waits), 10)
             assert 1 <= len(fsyncs) <= 4, f"{len(fsyncs)} fsyncs for 50 appends"
@@ -68,7 +67,6 @@ def test_os_policy_acknowledges_without_fsync(tmp_path, monkeypatch):
             data = batch(b"x")
             result = partition.append_client_batch(data, parse_header(data))
             assert partition.high_watermark == 1  # visible at once
-            manager.mark_dirty(partition)
             await asyncio.wait_for(partition.wait_durable(result.last_offset + 1), 1)
             assert fsyncs == []
         finally:

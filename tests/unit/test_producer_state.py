@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from onceflow.coordinator.producer_state import (
+from onceflow.log.producer_state import (
     BATCHES_TO_REMEMBER,
     INT32_MAX,
     ProducerStateManager,

@@ -16,6 +16,7 @@ from onceflow.config import BrokerConfig
 from onceflow.coordinator.group import GroupCoordinator
 from onceflow.coordinator.producer_ids import ProducerIdManager
 from onceflow.coordinator.transaction import TransactionCoordinator
+from onceflow.log.durability import write_atomically
 from onceflow.log.manager import LogManager
 
 log = logging.getLogger(__name__)
@@ -77,7 +78,9 @@ class Broker:
         if path.exists():
             return json.loads(path.read_text())["cluster_id"]
         cluster_id = uuid.uuid4().hex[:22]
-        path.write_text(json.dumps({"cluster_id": cluster_id, "node_id": self.node_id}))
+        write_atomically(
+            path, json.dumps({"cluster_id": cluster_id, "node_id": self.node_id}).encode()
+        )
         return cluster_id
 
     def _accept(self, frames: FrameProtocol) -> None:

@@ -25,13 +25,20 @@ class BrokerProcess:
         config: dict[str, str] | None = None,
         log_path: Path | None = None,
         advertised_host: str | None = None,
+        env: dict[str, str] | None = None,
     ) -> None:
         self.data_dir = Path(data_dir)
         self.port = port
         self.config = dict(config or {})
         self.advertised_host = advertised_host
+        self.env = dict(env or {})  # extra environment (e.g. the test-only fsync hooks)
         self.log_path = log_path or self.data_dir.parent / f"{self.data_dir.name}.log"
         self.process: subprocess.Popen[str] | None = None
+
+    @property
+    def pid(self) -> int:
+        assert self.process is not None, "the broker was not started"
+        return self.process.pid
 
     @property
     def bootstrap(self) -> str:
@@ -61,7 +68,7 @@ class BrokerProcess:
             stdout=subprocess.PIPE,
             stderr=log_file,
             text=True,
-            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+            env={**os.environ, "PYTHONUNBUFFERED": "1", **self.env},
         )
         log_file.close()
         assert self.process.stdout is not None

@@ -33,6 +33,7 @@ import time
 import uuid
 from typing import TYPE_CHECKING
 
+from onceflow.coordinator.errors import as_coordinator_error
 from onceflow.coordinator.group_metadata import (
     CONSUMER_PROTOCOL_TYPE,
     CommittedOffset,
@@ -136,6 +137,13 @@ class GroupCoordinator:
         self.num_partitions = len(topic.partitions)
         started = time.monotonic()
         for partition in topic.partitions:
+            if partition.offline:
+                log.error(
+                    "%s is offline: its groups are unavailable (%s)",
+                    partition.name,
+                    partition.offline,
+                )
+                continue
             self._replay(partition)
         now = time.monotonic()
         for group in self.groups.values():
@@ -264,13 +272,16 @@ class GroupCoordinator:
 
     def _offsets_log(self, group_id: str) -> PartitionLog:
         try:
-            return self.broker.logs.partition(
+            partition = self.broker.logs.partition(
                 CONSUMER_OFFSETS_TOPIC, self.offsets_partition_for(group_id)
             )
         except KafkaError:
             raise KafkaError(
                 ErrorCode.coordinator_not_available, f"{CONSUMER_OFFSETS_TOPIC} is missing"
             ) from None
+        if partition.offline:
+            raise KafkaError(ErrorCode.coordinator_not_available, partition.offline)
+        return partition
 
     def _append(
         self,
@@ -281,13 +292,22 @@ class GroupCoordinator:
     ) -> tuple[PartitionLog, int]:
         """Append now; return the partition and the base offset (not yet durable)."""
         partition = self._offsets_log(group_id)
-        base = partition.append_records(records, producer_id, producer_epoch)
-        self.broker.logs.mark_dirty(partition)
+        try:
+            base = partition.append_records(records, producer_id, producer_epoch)
+        except KafkaError as error:
+            raise as_coordinator_error(error) from None
         return partition, base
+
+    @staticmethod
+    async def _durable(partition: PartitionLog, end_offset: int) -> None:
+        try:
+            await partition.wait_durable(end_offset)
+        except KafkaError as error:
+            raise as_coordinator_error(error) from None
 
     async def _append_durably(self, group_id: str, records: list[KeyValue]) -> int:
         partition, base = self._append(group_id, records)
-        await partition.wait_durable(base + len(records))
+        await self._durable(partition, base + len(records))
         return base
 
     def _group_record(self, group: Group, assignments: dict[str, bytes] | None = None) -> KeyValue:
@@ -999,7 +1019,10 @@ class GroupCoordinator:
         for topic_partition in valid:
             group.pending_offset_commits[topic_partition] += 1
         try:
-            await partition.wait_durable(base + len(records))
+            await self._durable(partition, base + len(records))
+        except KafkaError as error:
+            results.update(dict.fromkeys(valid, error.code))
+            return results
         finally:
             for topic_partition in valid:
                 group.pending_offset_commits[topic_partition] -= 1
@@ -1072,7 +1095,13 @@ class GroupCoordinator:
                 offset, epoch, metadata or "", timestamp, base + delta
             )
         self._txn_groups.setdefault(producer_id, set()).add(group_id)
-        await partition.wait_durable(base + len(records))
+        try:
+            await self._durable(partition, base + len(records))
+        except KafkaError as error:
+            for topic_partition in valid:  # never staged: the record was cut
+                pending.pop(topic_partition, None)
+            results.update(dict.fromkeys(valid, error.code))
+            return results
         results.update(dict.fromkeys(valid, ErrorCode.none))
         return results
 
@@ -1209,11 +1238,13 @@ class GroupCoordinator:
             group.offsets.clear()
             group.transition(GroupState.DEAD, now_ms())
             del self.groups[group_id]
-            waits.append(partition.wait_durable(base + len(records)))
+            waits.append((group_id, self._durable(partition, base + len(records))))
             results[group_id] = ErrorCode.none
             log.info("deleted group %s", group_id)
-        if waits:
-            await asyncio.gather(*waits)
+        outcomes = await asyncio.gather(*(wait for _, wait in waits), return_exceptions=True)
+        for (group_id, _), outcome in zip(waits, outcomes, strict=True):
+            if isinstance(outcome, KafkaError):
+                results[group_id] = outcome.code
         return results
 
 

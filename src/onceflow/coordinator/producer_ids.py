@@ -7,8 +7,9 @@ it is used, so a restarted broker continues after the block.
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
+
+from onceflow.log.durability import write_atomically
 
 BLOCK_SIZE = 1000
 
@@ -29,10 +30,5 @@ class ProducerIdManager:
         return producer_id
 
     def _reserve(self, block_end: int) -> None:
-        temporary = self.path.with_suffix(".tmp")
-        with open(temporary, "w") as handle:
-            json.dump({"block_end": block_end}, handle)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(temporary, self.path)
+        write_atomically(self.path, json.dumps({"block_end": block_end}).encode())
         self._block_end = block_end

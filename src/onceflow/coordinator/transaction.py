@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import enum
 import json
 import logging
@@ -23,7 +24,9 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from onceflow.coordinator.errors import as_coordinator_error
 from onceflow.log.batch import CONTROL_ABORT, CONTROL_COMMIT, BatchHeader, KeyValue
+from onceflow.log.durability import write_atomically
 from onceflow.log.partition_log import PartitionLog
 from onceflow.protocol.errors import ErrorCode, KafkaError
 
@@ -35,6 +38,7 @@ log = logging.getLogger(__name__)
 TRANSACTION_STATE_TOPIC = "__transaction_state"
 CONSUMER_OFFSETS_TOPIC = "__consumer_offsets"
 MAX_EPOCH = 2**15 - 1
+MARKER_RETRY_SECONDS = (0.05, 2.0)  # first and longest wait between marker attempts
 
 
 class TxnState(enum.StrEnum):
@@ -67,6 +71,16 @@ class TransactionMetadata:
     start_ms: int = -1
     update_ms: int = -1
     busy: bool = False  # a state transition is being written
+
+    def copy(self) -> TransactionMetadata:
+        return dataclasses.replace(self, partitions=set(self.partitions))
+
+    def restore(self, before: TransactionMetadata) -> None:
+        """Undo a transition that could not be made durable (busy is left as it is)."""
+        for item in dataclasses.fields(self):
+            if item.name != "busy":
+                value = getattr(before, item.name)
+                setattr(self, item.name, set(value) if isinstance(value, set) else value)
 
     def to_json(self) -> bytes:
         return json.dumps(
@@ -105,6 +119,7 @@ class TransactionCoordinator:
         self.coordinator_epoch = 0
         self._state_log: PartitionLog | None = None
         self._timeout_task: asyncio.Task[None] | None = None
+        self._completions: set[asyncio.Task[None]] = set()
 
     # -- lifecycle ------------------------------------------------------------------------
 
@@ -120,25 +135,43 @@ class TransactionCoordinator:
             )
         self._state_log = logs.partition(TRANSACTION_STATE_TOPIC, 0)
         self.coordinator_epoch = self._bump_coordinator_epoch()
-        self._replay()
+        if self._state_log.offline:
+            log.error(
+                "%s is offline: transactions cannot be loaded (%s)",
+                TRANSACTION_STATE_TOPIC,
+                self._state_log.offline,
+            )
+        else:
+            self._replay()
         for metadata in list(self.transactions.values()):
             if metadata.state in PREPARING:
                 committed = metadata.state == TxnState.PREPARE_COMMIT
                 log.info("completing %s left in %s", metadata.transactional_id, metadata.state)
-                await self._complete(metadata, committed)
+                pending = await self._write_markers(
+                    metadata, committed, sorted(metadata.partitions)
+                )
+                if pending:  # the disk refuses: keep trying without holding up start-up
+                    metadata.busy = True
+                    task = asyncio.create_task(self._complete_later(metadata, committed, pending))
+                    self._completions.add(task)
+                    task.add_done_callback(self._completions.discard)
+                else:
+                    self._mark_complete(metadata, committed)
         interval = self.broker.config["transaction.abort.timed.out.transaction.cleanup.interval.ms"]
         self._timeout_task = asyncio.create_task(self._abort_timed_out_loop(interval / 1000))
 
     async def stop(self) -> None:
-        if self._timeout_task is not None:
-            self._timeout_task.cancel()
+        tasks = [*self._completions, *([self._timeout_task] if self._timeout_task else [])]
+        for task in tasks:
+            task.cancel()
+        for task in tasks:
             with contextlib.suppress(asyncio.CancelledError):
-                await self._timeout_task
+                await task
 
     def _bump_coordinator_epoch(self) -> int:
         path = self.broker.data_dir / "transaction_coordinator_epoch"
         epoch = int(path.read_text()) + 1 if path.exists() else 0
-        path.write_text(str(epoch))
+        write_atomically(path, str(epoch).encode())
         return epoch
 
     def _replay(self) -> None:
@@ -160,21 +193,33 @@ class TransactionCoordinator:
                         transactional_id, record.value
                     )
 
-    async def _persist(self, metadata: TransactionMetadata) -> None:
-        """Write the metadata record and wait until it is durable."""
-        offset = self._write(metadata)
+    async def _persist(
+        self, metadata: TransactionMetadata, before: TransactionMetadata | None
+    ) -> None:
+        """Write the metadata record and wait until it is durable.
+
+        If it cannot be made durable, the in-memory metadata goes back to ``before`` (or
+        is forgotten when there was none) and the client is told to retry elsewhere, as
+        Kafka's coordinator answers a failed append to its log (NOT_COORDINATOR).
+        """
         assert self._state_log is not None
-        await self._state_log.wait_durable(offset + 1)
+        try:
+            offset = self._write(metadata)
+            await self._state_log.wait_durable(offset + 1)
+        except KafkaError as error:
+            if before is None:
+                self.transactions.pop(metadata.transactional_id, None)
+            else:
+                metadata.restore(before)
+            raise as_coordinator_error(error) from None
 
     def _write(self, metadata: TransactionMetadata) -> int:
-        """Append the metadata record and ask for its fsync; return its offset."""
+        """Append the metadata record (fsynced by the log soon); return its offset."""
         assert self._state_log is not None
         metadata.update_ms = now_ms()
-        offset = self._state_log.append_records(
+        return self._state_log.append_records(
             [KeyValue(metadata.transactional_id.encode(), metadata.to_json())]
         )
-        self.broker.logs.mark_dirty(self._state_log)
-        return offset
 
     # -- validation -----------------------------------------------------------------------
 
@@ -225,7 +270,7 @@ class TransactionCoordinator:
             self.transactions[transactional_id] = metadata
             metadata.busy = True
             try:
-                await self._persist(metadata)
+                await self._persist(metadata, None)
             finally:
                 metadata.busy = False
             return metadata.producer_id, metadata.producer_epoch
@@ -244,14 +289,16 @@ class TransactionCoordinator:
         try:
             if metadata.state == TxnState.ONGOING:
                 # Fence the previous incarnation: abort its transaction with a newer epoch.
+                before = metadata.copy()
                 self._bump_epoch(metadata)
-                await self._end(metadata, committed=False)
+                await self._end(metadata, committed=False, before=before)
+            before = metadata.copy()
             self._bump_epoch(metadata)
             metadata.last_producer_epoch = -1
             metadata.timeout_ms = int(timeout_ms)
             metadata.state = TxnState.EMPTY
             metadata.partitions.clear()
-            await self._persist(metadata)
+            await self._persist(metadata, before)
         finally:
             metadata.busy = False
         return metadata.producer_id, metadata.producer_epoch
@@ -291,12 +338,13 @@ class TransactionCoordinator:
             return dict.fromkeys(partitions, ErrorCode.none)
         metadata.busy = True
         try:
+            before = metadata.copy()
             if metadata.state != TxnState.ONGOING:
                 metadata.state = TxnState.ONGOING
                 metadata.start_ms = now_ms()
                 metadata.partitions.clear()
             metadata.partitions |= set(partitions)
-            await self._persist(metadata)
+            await self._persist(metadata, before)
         finally:
             metadata.busy = False
         return dict.fromkeys(partitions, ErrorCode.none)
@@ -385,18 +433,42 @@ class TransactionCoordinator:
         finally:
             metadata.busy = False
 
-    async def _end(self, metadata: TransactionMetadata, committed: bool) -> None:
+    async def _end(
+        self,
+        metadata: TransactionMetadata,
+        committed: bool,
+        before: TransactionMetadata | None = None,
+    ) -> None:
+        """Two-phase commit: the decision is durable before any marker is written."""
+        before = before or metadata.copy()
         metadata.state = TxnState.PREPARE_COMMIT if committed else TxnState.PREPARE_ABORT
-        await self._persist(metadata)  # the decision is durable before any marker
-        await self._complete(metadata, committed)
+        await self._persist(metadata, before)
+        await self._complete_later(metadata, committed, sorted(metadata.partitions))
 
-    async def _complete(self, metadata: TransactionMetadata, committed: bool) -> None:
+    async def _complete_later(
+        self, metadata: TransactionMetadata, committed: bool, pending: list[tuple[str, int]]
+    ) -> None:
+        """Write the markers until every one is durable, then record the completion.
+
+        A transaction whose Prepare record is durable is never given up: markers the disk
+        refuses are written again, with a growing pause, until they are durable.
+        """
+        delay, longest = MARKER_RETRY_SECONDS
+        while pending := await self._write_markers(metadata, committed, pending):
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, longest)
+        self._mark_complete(metadata, committed)
+
+    async def _write_markers(
+        self, metadata: TransactionMetadata, committed: bool, partitions: list[tuple[str, int]]
+    ) -> list[tuple[str, int]]:
+        """Append a marker to each partition and wait for it; return those that failed."""
         control_type = CONTROL_COMMIT if committed else CONTROL_ABORT
-        waits = []
-        logs = self.broker.logs
-        for topic, number in sorted(metadata.partitions):
+        appended: list[tuple[tuple[str, int], PartitionLog]] = []
+        failed: list[tuple[str, int]] = []
+        for topic, number in partitions:
             try:
-                partition = logs.partition(topic, number)
+                partition = self.broker.logs.partition(topic, number)
                 partition.append_marker(
                     metadata.producer_id,
                     metadata.producer_epoch,
@@ -404,6 +476,9 @@ class TransactionCoordinator:
                     self.coordinator_epoch,
                 )
             except KafkaError as error:
+                if error.code == ErrorCode.kafka_storage_error:
+                    failed.append((topic, number))
+                    continue
                 # A deleted topic, or a partition that already saw a newer epoch: Kafka
                 # drops such markers too rather than blocking the transaction forever.
                 log.warning(
@@ -415,20 +490,46 @@ class TransactionCoordinator:
                     error,
                 )
                 continue
-            logs.mark_dirty(partition)
-            waits.append(partition.wait_durable(partition.log_end_offset))
-            if topic == CONSUMER_OFFSETS_TOPIC and self.broker.groups is not None:
+            appended.append(((topic, number), partition))
+        outcomes = await asyncio.gather(
+            *(partition.wait_durable(partition.log_end_offset) for _, partition in appended),
+            return_exceptions=True,
+        )
+        for ((topic, number), _), outcome in zip(appended, outcomes, strict=True):
+            if isinstance(outcome, BaseException):
+                failed.append((topic, number))
+            elif topic == CONSUMER_OFFSETS_TOPIC and self.broker.groups is not None:
+                # Only a durable marker makes the transaction's offsets the group's.
                 self.broker.groups.complete_transaction(metadata.producer_id, committed, number)
-        if waits:
-            await asyncio.gather(*waits)
-        # Every marker is durable: the transaction is complete. The Complete record is
-        # written and fsynced, but not waited for: until it is durable, recovery finds the
-        # Prepare record and writes the same markers again, which changes nothing (no
-        # partition has this transaction open any more), and any later record of this
-        # transactional id (the next AddPartitionsToTxn) is durable only after it.
+        if failed:
+            log.warning(
+                "the %s markers of %s on %s are not durable yet; writing them again",
+                "commit" if committed else "abort",
+                metadata.transactional_id,
+                ", ".join(f"{t}-{n}" for t, n in failed),
+            )
+        return failed
+
+    def _mark_complete(self, metadata: TransactionMetadata, committed: bool) -> None:
+        """Every marker is durable: the transaction is complete.
+
+        The Complete record is written and fsynced, but not waited for: until it is
+        durable, recovery finds the Prepare record and writes the same markers again,
+        which changes nothing (no partition has this transaction open any more), and any
+        later record of this transactional id (the next AddPartitionsToTxn) is durable
+        only after it.
+        """
         metadata.state = TxnState.COMPLETE_COMMIT if committed else TxnState.COMPLETE_ABORT
         metadata.partitions.clear()
-        self._write(metadata)
+        metadata.busy = False
+        try:
+            self._write(metadata)
+        except KafkaError as error:
+            log.warning(
+                "cannot record the completion of %s (recovery writes its markers again): %s",
+                metadata.transactional_id,
+                error,
+            )
 
     # -- timeouts -------------------------------------------------------------------------
 
@@ -451,10 +552,14 @@ class TransactionCoordinator:
             log.info("aborting %s: transaction timed out", metadata.transactional_id)
             metadata.busy = True
             try:
+                before = metadata.copy()
                 old_epoch = metadata.producer_epoch
                 self._bump_epoch(metadata)
                 metadata.last_producer_epoch = old_epoch
-                await self._end(metadata, committed=False)
+                await self._end(metadata, committed=False, before=before)
+            except KafkaError as error:
+                log.warning("cannot abort %s yet: %s", metadata.transactional_id, error)
+                continue
             finally:
                 metadata.busy = False
             aborted += 1

@@ -19,6 +19,7 @@ import os
 import time
 
 from onceflow.log.batch import ATTR_COMPRESSION_MASK, BatchHeader, read_key_values
+from onceflow.log.durability import sync_directory, sync_file
 from onceflow.log.partition_log import PartitionLog
 from onceflow.log.segment import LogSegment
 
@@ -82,11 +83,12 @@ def _clean_segment(
         for data in kept:
             handle.write(data)
         handle.flush()
-        os.fsync(handle.fileno())
+        sync_file(handle.fileno())
     segment.close()
     os.replace(cleaned_path, segment.log_path)
+    sync_directory(segment.directory)
     replacement = LogSegment(segment.directory, segment.base_offset, segment.index_interval_bytes)
-    replacement.load(validate=False)
+    replacement.load(replacement.scan(crc_from_offset=None))
     replacement.next_offset = max(replacement.next_offset, segment.next_offset)
     partition.segments[index] = replacement
     log.info(

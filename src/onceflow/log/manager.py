@@ -1,4 +1,5 @@
-"""All topics and partitions of a broker's data directory, plus group-commit flushing."""
+"""All topics and partitions of a broker's data directory, group-commit fsyncs and the
+recovery-point checkpoint."""
 
 from __future__ import annotations
 
@@ -6,7 +7,6 @@ import asyncio
 import contextlib
 import json
 import logging
-import os
 import re
 import shutil
 import uuid
@@ -17,7 +17,9 @@ from typing import Any
 
 from onceflow.config import BrokerConfig, TopicConfig, validate_topic_configs
 from onceflow.log.cleaner import compact_due
-from onceflow.log.partition_log import PartitionLog
+from onceflow.log.durability import write_atomically
+from onceflow.log.partition_log import PartitionLog, SyncTarget
+from onceflow.log.recovery import QUARANTINE_DIR
 from onceflow.protocol.errors import ErrorCode, KafkaError
 
 log = logging.getLogger(__name__)
@@ -26,7 +28,8 @@ LEGAL_TOPIC_NAME = re.compile(r"^[a-zA-Z0-9._-]+$")
 MAX_TOPIC_NAME_LENGTH = 249
 MAX_PARTITIONS = 10_000
 REGISTRY_FILE = "topics.json"
-FSYNC_THREADS = 4  # partitions fsynced at the same time under log.flush.policy=always
+RECOVERY_POINT_FILE = "recovery-point-offset-checkpoint"  # Kafka's name and format
+FSYNC_THREADS = 4  # partitions fsynced at the same time
 
 
 def validate_topic_name(name: str) -> None:
@@ -67,6 +70,7 @@ class LogManager:
         self._flushing: dict[PartitionLog, asyncio.Future[None]] = {}
         self._flush_scheduled = False
         self._fsync_pool: ThreadPoolExecutor | None = None
+        self._recovery_points: dict[tuple[str, int], int] = {}
 
     # -- registry -------------------------------------------------------------------------
 
@@ -76,6 +80,7 @@ class LogManager:
         registry: dict[str, Any] = {}
         if registry_path.exists():
             registry = json.loads(registry_path.read_text())
+        self._recovery_points = read_recovery_points(self.data_dir / RECOVERY_POINT_FILE)
         for name, entry in registry.get("topics", {}).items():
             topic = Topic(
                 name,
@@ -87,6 +92,31 @@ class LogManager:
                 topic.partitions.append(self._open_partition(topic, number))
             self.topics[name] = topic
             log.info("loaded topic %s with %d partitions", name, entry["partitions"])
+        offline = [p.name for p in self.all_partitions() if p.offline]
+        if offline:
+            log.error("%d partitions are offline: %s", len(offline), ", ".join(offline))
+
+    def all_partitions(self) -> list[PartitionLog]:
+        return [partition for topic in self.topics.values() for partition in topic.partitions]
+
+    def write_recovery_points(self) -> None:
+        """Record how far each partition is durable (Kafka's recovery-point checkpoint).
+
+        An offline partition keeps the point it was loaded with: its damage stays damage.
+        """
+        for partition in self.all_partitions():
+            if not partition.offline and not partition.deleted:
+                self._recovery_points[(partition.topic, partition.partition)] = (
+                    partition.synced.offset
+                )
+        live = {(p.topic, p.partition) for p in self.all_partitions()}
+        points = {key: value for key, value in self._recovery_points.items() if key in live}
+        self._recovery_points = points
+        lines = ["0", str(len(points))]
+        lines += [
+            f"{topic} {number} {offset}" for (topic, number), offset in sorted(points.items())
+        ]
+        write_atomically(self.data_dir / RECOVERY_POINT_FILE, ("\n".join(lines) + "\n").encode())
 
     def _save_registry(self) -> None:
         registry = {
@@ -100,22 +130,20 @@ class LogManager:
                 for topic in self.topics.values()
             }
         }
-        path = self.data_dir / REGISTRY_FILE
-        temporary = path.with_suffix(".tmp")
-        with open(temporary, "w") as handle:
-            json.dump(registry, handle, indent=1, sort_keys=True)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(temporary, path)
-        directory_fd = os.open(self.data_dir, os.O_RDONLY)
-        try:
-            os.fsync(directory_fd)
-        finally:
-            os.close(directory_fd)
+        write_atomically(
+            self.data_dir / REGISTRY_FILE,
+            json.dumps(registry, indent=1, sort_keys=True).encode(),
+        )
 
     def _open_partition(self, topic: Topic, number: int) -> PartitionLog:
         partition = PartitionLog(
-            self.data_dir / f"{topic.name}-{number}", topic.name, number, topic.config
+            self.data_dir / f"{topic.name}-{number}",
+            topic.name,
+            number,
+            topic.config,
+            recovery_point=self._recovery_points.get((topic.name, number)),
+            quarantine_root=self.data_dir / QUARANTINE_DIR,
+            on_append=self._request_sync,
         )
         partition.load()
         return partition
@@ -178,14 +206,19 @@ class LogManager:
             partitions = self.config["num.partitions"]
         topic = Topic(name, uuid.uuid4(), TopicConfig(self.config, typed), internal=internal)
         for number in range(partitions):
-            directory = self.data_dir / f"{name}-{number}"
-            if directory.exists():
-                shutil.rmtree(directory)
-            topic.partitions.append(self._open_partition(topic, number))
+            topic.partitions.append(self._new_partition(topic, number))
         self.topics[name] = topic
         self._save_registry()
+        self.write_recovery_points()
         log.info("created topic %s with %d partitions", name, partitions)
         return topic
+
+    def _new_partition(self, topic: Topic, number: int) -> PartitionLog:
+        directory = self.data_dir / f"{topic.name}-{number}"
+        if directory.exists():
+            shutil.rmtree(directory)
+        self._recovery_points.pop((topic.name, number), None)
+        return self._open_partition(topic, number)
 
     def delete_topic(self, name: str) -> None:
         topic = self.get_topic(name)
@@ -196,6 +229,7 @@ class LogManager:
         for partition in topic.partitions:
             self._dirty.discard(partition)
             partition.delete()
+        self.write_recovery_points()
         log.info("deleted topic %s", name)
 
     def add_partitions(self, name: str, total: int) -> None:
@@ -210,11 +244,9 @@ class LogManager:
         if total > MAX_PARTITIONS:
             raise KafkaError(ErrorCode.invalid_partitions, f"at most {MAX_PARTITIONS} partitions")
         for number in range(current, total):
-            directory = self.data_dir / f"{name}-{number}"
-            if directory.exists():
-                shutil.rmtree(directory)
-            topic.partitions.append(self._open_partition(topic, number))
+            topic.partitions.append(self._new_partition(topic, number))
         self._save_registry()
+        self.write_recovery_points()
 
     def set_topic_configs(self, name: str, overrides: dict[str, Any]) -> None:
         topic = self.get_topic(name)
@@ -224,23 +256,20 @@ class LogManager:
     # -- flushing -------------------------------------------------------------------------
 
     def start(self) -> None:
-        policy = self.config["log.flush.policy"]
-        if policy == "always":
-            self._fsync_pool = ThreadPoolExecutor(FSYNC_THREADS, thread_name_prefix="fsync")
-        elif policy == "interval":
+        self._fsync_pool = ThreadPoolExecutor(FSYNC_THREADS, thread_name_prefix="fsync")
+        if self.config["log.flush.policy"] == "interval":
             self._tasks.append(asyncio.create_task(self._flush_periodically()))
+        self._tasks.append(asyncio.create_task(self._checkpoint_recovery_points_periodically()))
         self._tasks.append(asyncio.create_task(self._retention_loop()))
         self._tasks.append(asyncio.create_task(self._cleaner_loop()))
 
-    def mark_dirty(self, partition: PartitionLog) -> None:
-        """Ask for an fsync of the partition; one fsync serves every append before it."""
+    def _request_sync(self, partition: PartitionLog) -> None:
+        """Called after every append: under policy always, fsync it soon (group commit)."""
         if self.config["log.flush.policy"] == "always":
             self._dirty.add(partition)
             if not self._flush_scheduled and self._fsync_pool is not None:
                 self._flush_scheduled = True
                 asyncio.get_running_loop().call_soon(self._start_flushes)
-        else:
-            partition.mark_flushed(partition.log_end_offset)
 
     def _start_flushes(self) -> None:
         """Start an fsync for every dirty partition that has none in flight.
@@ -257,29 +286,41 @@ class LogManager:
             if partition in self._flushing:
                 continue
             self._dirty.discard(partition)
-            if partition.deleted:
+            if partition.deleted or partition.offline or not partition.unsynced:
                 continue
             done: asyncio.Future[None] = loop.create_future()
             self._flushing[partition] = done
-            self._fsync_pool.submit(self._fsync_in_thread, loop, partition, done)
+            target = partition.sync_target()
+            self._fsync_pool.submit(self._fsync_in_thread, loop, partition, target, done)
 
     def _fsync_in_thread(
-        self, loop: asyncio.AbstractEventLoop, partition: PartitionLog, done: asyncio.Future[None]
+        self,
+        loop: asyncio.AbstractEventLoop,
+        partition: PartitionLog,
+        target: SyncTarget,
+        done: asyncio.Future[None],
     ) -> None:
-        """Runs in an fsync thread; hands the durable offset straight back to the loop."""
-        offset = None
+        """Runs in an fsync thread; hands the outcome straight back to the loop."""
+        error: OSError | None = None
         try:
-            flushed = _flush_partitions([partition])
-            offset = flushed[0][1] if flushed else None
+            partition.sync(target)
+        except OSError as failure:
+            error = failure
         finally:
-            loop.call_soon_threadsafe(self._flushed, partition, offset, done)
+            loop.call_soon_threadsafe(self._flushed, partition, target, error, done)
 
     def _flushed(
-        self, partition: PartitionLog, offset: int | None, done: asyncio.Future[None]
+        self,
+        partition: PartitionLog,
+        target: SyncTarget,
+        error: OSError | None,
+        done: asyncio.Future[None],
     ) -> None:
         del self._flushing[partition]
-        if offset is not None:
-            partition.mark_flushed(offset)
+        if error is None:
+            partition.synced_to(target)
+        else:
+            partition.sync_failed(target, error)
         done.set_result(None)
         if partition in self._dirty and not self._flush_scheduled:
             self._start_flushes()
@@ -288,21 +329,25 @@ class LogManager:
         interval = self.config["log.flush.interval.ms"] / 1000
         while True:
             await asyncio.sleep(interval)
-            for topic in list(self.topics.values()):
-                self._dirty.update(p for p in topic.partitions if p.dirty)
-            await self._flush_dirty()
+            await self._flush_all()
 
-    async def _flush_dirty(self) -> None:
-        """fsync every dirty partition now (after any fsync already in flight)."""
+    async def _flush_all(self) -> None:
+        """fsync every partition with unsynced data (after any fsync already in flight)."""
         while self._flushing:
             await asyncio.gather(*self._flushing.values())
-        batch = [partition for partition in self._dirty if not partition.deleted]
-        self._dirty.clear()
-        if not batch:
-            return
-        results = await asyncio.to_thread(_flush_partitions, batch)
-        for partition, offset in results:
-            partition.mark_flushed(offset)
+        self._dirty.update(p for p in self.all_partitions() if p.unsynced)
+        self._start_flushes()
+        while self._flushing:
+            await asyncio.gather(*self._flushing.values())
+
+    async def _checkpoint_recovery_points_periodically(self) -> None:
+        interval = self.config["log.flush.offset.checkpoint.interval.ms"] / 1000
+        while True:
+            await asyncio.sleep(interval)
+            try:
+                await asyncio.to_thread(self.write_recovery_points)
+            except OSError as error:
+                log.warning("cannot write %s: %s", RECOVERY_POINT_FILE, error)
 
     async def _retention_loop(self) -> None:
         interval = self.config["log.retention.check.interval.ms"] / 1000
@@ -341,23 +386,34 @@ class LogManager:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
         self._tasks.clear()
-        await self._flush_dirty()
+        await self._flush_all()
         if self._fsync_pool is not None:
             self._fsync_pool.shutdown(wait=True)
             self._fsync_pool = None
 
     def close(self) -> None:
-        for topic in self.topics.values():
-            for partition in topic.partitions:
-                partition.close()
-
-
-def _flush_partitions(partitions: list[PartitionLog]) -> list[tuple[PartitionLog, int]]:
-    flushed = []
-    for partition in partitions:
+        for partition in self.all_partitions():
+            partition.close()
         try:
-            flushed.append((partition, partition.flush()))
-        except OSError as error:  # deleted meanwhile, or a disk error
-            if not partition.deleted:
-                log.error("fsync of %s-%d failed: %s", partition.topic, partition.partition, error)
-    return flushed
+            self.write_recovery_points()
+        except OSError as error:
+            log.error("cannot write %s at shutdown: %s", RECOVERY_POINT_FILE, error)
+
+
+def read_recovery_points(path: Path) -> dict[tuple[str, int], int]:
+    """Parse Kafka's offset checkpoint format: version, count, then "topic partition offset"."""
+    try:
+        lines = path.read_text().splitlines()
+    except FileNotFoundError:
+        return {}
+    points: dict[tuple[str, int], int] = {}
+    try:
+        if lines[0].strip() != "0" or int(lines[1]) != len(lines) - 2:
+            raise ValueError("unexpected header")
+        for line in lines[2:]:
+            topic, number, offset = line.split()
+            points[(topic, int(number))] = int(offset)
+    except (IndexError, ValueError) as error:
+        log.warning("ignoring malformed %s (%s): every partition is fully checked", path, error)
+        return {}
+    return points

@@ -1,4 +1,15 @@
-"""A partition's durable log: segments, offsets, producer state and transaction markers."""
+"""A partition's durable log: segments, offsets, producer state and transaction markers.
+
+Every append (client batches, control markers, the coordinators' records) goes through
+``_append``, the one durable-append path: a failed write is cut back and answers
+KAFKA_STORAGE_ERROR; ``wait_durable`` resolves once an fsync covers the offset, or fails
+with KAFKA_STORAGE_ERROR when a failed fsync made the partition drop its unsynced tail.
+
+Start-up recovery trusts what a recovery point (the ``recovery-point-offset-checkpoint``
+file, as in Kafka) says was durable: only batches after it are CRC-checked, and an invalid
+tail there is cut, loudly, with a copy kept in ``quarantine/``. Damage below the recovery
+point is acknowledged data: the partition goes offline instead of cutting it.
+"""
 
 from __future__ import annotations
 
@@ -6,19 +17,14 @@ import asyncio
 import bisect
 import dataclasses
 import json
-import os
+import logging
 import struct
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from onceflow.config import TopicConfig
-from onceflow.coordinator.producer_state import (
-    BatchMetadata,
-    CompletedTxn,
-    ProducerStateManager,
-)
 from onceflow.log.batch import (
     ATTR_TRANSACTIONAL,
     CONTROL_ABORT,
@@ -28,13 +34,24 @@ from onceflow.log.batch import (
     assign_offset,
     build_batch,
     build_control_batch,
+    check_crc,
     control_type_of,
+    iter_headers,
     offset_prefix,
     parse_header,
     set_log_append_time,
 )
-from onceflow.log.segment import LogSegment
+from onceflow.log.durability import append_durably, sync_directory, write_atomically
+from onceflow.log.producer_state import (
+    BatchMetadata,
+    CompletedTxn,
+    ProducerStateManager,
+)
+from onceflow.log.recovery import CutRegion, describe_region, quarantine_copy
+from onceflow.log.segment import CutBackFailed, LogSegment, SegmentScan
 from onceflow.protocol.errors import ErrorCode, KafkaError
+
+log = logging.getLogger(__name__)
 
 TXN_ENTRY = struct.Struct(">hqqqq")  # version, producer id, first, last, last stable offset
 
@@ -43,12 +60,41 @@ def now_ms() -> int:
     return int(time.time() * 1000)
 
 
+def _pack_txn(txn: AbortedTxn) -> bytes:
+    return TXN_ENTRY.pack(
+        0, txn.producer_id, txn.first_offset, txn.last_offset, txn.last_stable_offset
+    )
+
+
 @dataclass(slots=True, frozen=True)
 class AbortedTxn:
     producer_id: int
     first_offset: int
     last_offset: int
     last_stable_offset: int
+
+
+@dataclass(slots=True, frozen=True)
+class SyncPoint:
+    """How far a partition is durable: every offset below ``offset``, the first ``size``
+    bytes of the segment based at ``segment_base``."""
+
+    offset: int
+    segment_base: int
+    size: int
+
+
+@dataclass(slots=True, frozen=True)
+class SyncTarget:
+    """An fsync about to run off the event loop, and what it will make durable."""
+
+    point: SyncPoint
+    segment: LogSegment
+    generation: int
+
+
+def storage_error(message: str) -> KafkaError:
+    return KafkaError(ErrorCode.kafka_storage_error, message)
 
 
 @dataclass(slots=True)
@@ -69,7 +115,17 @@ class ReadResult:
 
 
 class PartitionLog:
-    def __init__(self, directory: Path, topic: str, partition: int, config: TopicConfig) -> None:
+    def __init__(
+        self,
+        directory: Path,
+        topic: str,
+        partition: int,
+        config: TopicConfig,
+        *,
+        recovery_point: int | None = None,
+        quarantine_root: Path | None = None,
+        on_append: Callable[[PartitionLog], None] | None = None,
+    ) -> None:
         self.directory = directory
         self.topic = topic
         self.partition = partition
@@ -77,12 +133,24 @@ class PartitionLog:
         self.segments: list[LogSegment] = []
         self._segment_bases: list[int] = []
         self.log_start_offset = 0
-        self.flushed_offset = 0
+        self.flushed_offset = 0  # the high watermark under log.flush.policy=always
+        self.synced = SyncPoint(0, 0, 0)
+        # Offsets below it were durable when the broker last recorded it (None: unknown).
+        self.recovery_point = recovery_point
+        self.generation = 0  # bumped whenever the log is reloaded after a cut
+        self.offline: str | None = None  # why the partition is offline, if it is
         self.producers = ProducerStateManager(directory)
         self.aborted: list[AbortedTxn] = []  # sorted by last_offset
         self._waiters: list[asyncio.Future[None]] = []
         self._durable_waiters: list[tuple[int, asyncio.Future[None]]] = []
+        self._quarantine_root = quarantine_root or directory.parent
+        self._on_append = on_append
+        self._failing: str | None = None  # the storage error of the current episode
         self.deleted = False
+
+    @property
+    def name(self) -> str:
+        return f"{self.topic}-{self.partition}"
 
     # -- properties -----------------------------------------------------------------------
 
@@ -111,31 +179,114 @@ class PartitionLog:
     def size_bytes(self) -> int:
         return sum(segment.size for segment in self.segments)
 
-    # -- loading --------------------------------------------------------------------------
+    # -- loading and recovery -------------------------------------------------------------
 
     def load(self) -> None:
+        created = not self.directory.exists()
         self.directory.mkdir(parents=True, exist_ok=True)
+        if created:
+            sync_directory(self.directory.parent)
         for leftover in self.directory.glob("*.cleaned"):  # a compaction cut short
             leftover.unlink()
+        # Without a recovery point every batch is checked, as after Kafka's unclean shutdown.
+        self._open(crc_from_offset=0 if self.recovery_point is None else self.recovery_point)
+
+    def _open(self, crc_from_offset: int | None) -> None:
         bases = sorted(int(path.stem) for path in self.directory.glob("*.log"))
         checkpoint = self._read_checkpoint()
         if not bases:
             bases = [checkpoint.get("log_start_offset", 0)]
         interval = self.config["index.interval.bytes"]
-        all_headers: list[BatchHeader] = []
-        for number, base in enumerate(bases):
-            segment = LogSegment(self.directory, base, interval)
-            is_last = number == len(bases) - 1
-            all_headers.extend(segment.load(validate=is_last))
-            self.segments.append(segment)
+        self.segments = [LogSegment(self.directory, base, interval) for base in bases]
         self._segment_bases = [segment.base_offset for segment in self.segments]
+        headers = self._recover(crc_from_offset)
+        if self.offline:
+            return
         self.log_start_offset = max(
             checkpoint.get("log_start_offset", 0), self.segments[0].base_offset
         )
         self.aborted = sorted(self._load_txn_indexes(), key=lambda txn: txn.last_offset)
-        self._rebuild_producer_state(all_headers)
-        self.active.flush()
+        self._rebuild_producer_state(headers)
+        self.active.flush()  # what survived a crash in the page cache is durable from now on
+        self.synced = SyncPoint(self.log_end_offset, self.active.base_offset, self.active.size)
         self.flushed_offset = self.log_end_offset
+
+    def _recover(self, crc_from_offset: int | None) -> list[BatchHeader]:
+        """Scan every segment; cut an invalid tail after the recovery point (with a copy).
+
+        Returns the headers of every batch kept. Takes the partition offline instead when
+        the damage lies below the recovery point, or the log ends before it.
+        """
+        headers: list[BatchHeader] = []
+        for index, segment in enumerate(self.segments):
+            scan = segment.scan(crc_from_offset)
+            if scan.problem is not None:
+                readable_end = scan.headers[-1].next_offset if scan.headers else segment.base_offset
+                if self.recovery_point is not None and readable_end < self.recovery_point:
+                    self._go_offline(
+                        f"{segment.log_path}: {scan.problem}; offsets from {readable_end} on are "
+                        f"unreadable, below the recovery point {self.recovery_point}, so "
+                        "acknowledged data is damaged. Nothing was cut: inspect it with "
+                        "'onceflow log check', repair with 'onceflow log check --repair'"
+                    )
+                    return []
+                if not self._cut_tail(index, scan, readable_end):
+                    return []
+            segment.load(scan)
+            headers.extend(scan.headers)
+            if scan.problem is not None:
+                break
+        end = self.active.next_offset
+        if self.recovery_point is not None and end < self.recovery_point:
+            self._go_offline(
+                f"the log ends at offset {end} but offsets below {self.recovery_point} were "
+                "durable (recovery point): acknowledged data is missing"
+            )
+            return []
+        return headers
+
+    def _cut_tail(self, index: int, scan: SegmentScan, readable_end: int) -> bool:
+        """Cut segment ``index`` after its last good batch and drop every later segment."""
+        segment = self.segments[index]
+        doomed = [(segment, scan.valid_end)] + [(later, 0) for later in self.segments[index + 1 :]]
+        region = CutRegion()
+        copies = []
+        try:
+            for victim, start in doomed:
+                region.add(describe_region(victim.log_path, start, victim.size))
+                copies.append(
+                    quarantine_copy(self._quarantine_root, self.name, victim.log_path, start)
+                )
+            segment.cut_back(scan.valid_end)
+            for victim, _ in doomed[1:]:
+                victim.delete()
+            del self.segments[index + 1 :]
+            del self._segment_bases[index + 1 :]
+            sync_directory(self.directory)
+            self._drop_txn_entries_from(readable_end)
+        except OSError as error:
+            self._go_offline(f"cannot cut the invalid tail of {segment.log_path}: {error}")
+            return False
+        log.warning(
+            "%s: %s in %s; cut the tail after offset %d: %s; a copy is in %s",
+            self.name,
+            scan.problem,
+            segment.log_path.name,
+            readable_end - 1,
+            region.describe(),
+            ", ".join(str(copy) for copy in copies),
+        )
+        return True
+
+    def _go_offline(self, reason: str) -> None:
+        self.offline = reason
+        log.error("partition %s is offline: %s", self.name, reason)
+        self._fail_durable_waiters(-1, storage_error(f"partition {self.name} is offline: {reason}"))
+        self.notify()
+
+    def _check_online(self) -> None:
+        if self.offline:
+            raise storage_error(f"partition {self.name} is offline: {self.offline}")
 
     def _rebuild_producer_state(self, headers: list[BatchHeader]) -> None:
         snapshot_offset = self.producers.load_latest_snapshot(self.log_end_offset)
@@ -174,33 +325,39 @@ class PartitionLog:
             return {}
 
     def _write_checkpoint(self) -> None:
-        path = self._checkpoint_path()
-        temporary = path.with_suffix(".tmp")
-        temporary.write_text(json.dumps({"log_start_offset": self.log_start_offset}))
-        with open(temporary, "rb+") as handle:
-            os.fsync(handle.fileno())
-        os.replace(temporary, path)
+        write_atomically(
+            self._checkpoint_path(),
+            json.dumps({"log_start_offset": self.log_start_offset}).encode(),
+        )
+
+    def _txn_index_paths(self) -> list[Path]:
+        return sorted(self.directory.glob("*.txnindex"))
+
+    @staticmethod
+    def _read_txn_index(path: Path) -> list[AbortedTxn]:
+        data = path.read_bytes()
+        usable = len(data) - len(data) % TXN_ENTRY.size  # a torn last entry is ignored
+        entries = []
+        for position in range(0, usable, TXN_ENTRY.size):
+            _, producer_id, first, last, stable = TXN_ENTRY.unpack_from(data, position)
+            entries.append(AbortedTxn(producer_id, first, last, stable))
+        return entries
 
     def _load_txn_indexes(self) -> list[AbortedTxn]:
-        entries = []
-        for path in sorted(self.directory.glob("*.txnindex")):
-            data = path.read_bytes()
-            usable = len(data) - len(data) % TXN_ENTRY.size
-            for position in range(0, usable, TXN_ENTRY.size):
-                _, producer_id, first, last, stable = TXN_ENTRY.unpack_from(data, position)
-                if last < self.log_end_offset:
-                    entries.append(AbortedTxn(producer_id, first, last, stable))
-        return entries
+        self._drop_txn_entries_from(self.log_end_offset)
+        return [entry for path in self._txn_index_paths() for entry in self._read_txn_index(path)]
+
+    def _drop_txn_entries_from(self, end_offset: int) -> None:
+        """Remove index entries of transactions ending at or after ``end_offset`` (cut)."""
+        for path in self._txn_index_paths():
+            entries = self._read_txn_index(path)
+            kept = [entry for entry in entries if entry.last_offset < end_offset]
+            if len(kept) != len(entries) or path.stat().st_size % TXN_ENTRY.size:
+                write_atomically(path, b"".join(_pack_txn(entry) for entry in kept))
 
     def _write_txn_entry(self, txn: AbortedTxn) -> None:
         segment = self._segment_for(txn.last_offset)
-        path = self.directory / f"{segment.base_offset:020d}.txnindex"
-        with open(path, "ab") as handle:
-            handle.write(
-                TXN_ENTRY.pack(
-                    0, txn.producer_id, txn.first_offset, txn.last_offset, txn.last_stable_offset
-                )
-            )
+        append_durably(self.directory / f"{segment.base_offset:020d}.txnindex", _pack_txn(txn))
 
     # -- appending ------------------------------------------------------------------------
 
@@ -232,28 +389,48 @@ class PartitionLog:
     def append_marker(
         self, producer_id: int, producer_epoch: int, control_type: int, coordinator_epoch: int
     ) -> CompletedTxn | None:
-        """Write a COMMIT or ABORT control batch ending the producer's transaction."""
+        """Write a COMMIT or ABORT control batch ending the producer's transaction.
+
+        An abort's entry in the transaction index is made durable before the marker is
+        appended (a producer-state snapshot may later skip the marker), and removed again
+        if the marker cannot be appended.
+        """
+        self._check_online()
         self.producers.check_marker(producer_id, producer_epoch)
         offset = self.log_end_offset
         data = build_control_batch(
             offset, producer_id, producer_epoch, control_type, coordinator_epoch, now_ms()
         )
         header = parse_header(data)
-        self._append((data,), header)
+        aborted = None
+        if control_type == CONTROL_ABORT:
+            first = self.producers.open_transaction(producer_id)
+            if first is not None:
+                aborted = AbortedTxn(
+                    producer_id, first, offset, self._stable_after(producer_id, offset)
+                )
+                try:
+                    self._write_txn_entry(aborted)
+                except OSError as error:
+                    raise self._write_failed(error) from None
+        try:
+            self._append((data,), header)
+        except KafkaError:
+            if aborted is not None:
+                self._drop_txn_entries_from(offset)
+            raise
         completed = self.producers.on_marker(
             header, control_type == CONTROL_ABORT, coordinator_epoch
         )
-        if completed is not None and completed.aborted:
-            entry = AbortedTxn(
-                completed.producer_id,
-                completed.first_offset,
-                completed.last_offset,
-                self.producers.first_unstable_offset() or offset + 1,
-            )
-            self.aborted.append(entry)
-            self._write_txn_entry(entry)
+        if aborted is not None:
+            self.aborted.append(aborted)
         self.notify()
         return completed
+
+    def _stable_after(self, producer_id: int, marker_offset: int) -> int:
+        """The last stable offset once ``producer_id``'s transaction is ended by a marker."""
+        others = [first for pid, first in self.producers.ongoing.items() if pid != producer_id]
+        return min(others) if others else marker_offset + 1
 
     def append_records(
         self,
@@ -286,6 +463,7 @@ class PartitionLog:
 
     def iter_batches(self, start_offset: int | None = None):
         """Yield (header, batch bytes) for every batch from ``start_offset`` (replay)."""
+        self._check_online()
         offset = self.log_start_offset if start_offset is None else start_offset
         for segment in self.segments:
             if segment.next_offset <= offset:
@@ -296,13 +474,38 @@ class PartitionLog:
                 yield header, data
 
     def _append(self, parts: Sequence[Bytes], header: BatchHeader) -> None:
-        """Append one batch given as consecutive byte strings (written with one writev)."""
+        """The one append path: write one batch (one writev) or leave no trace of it.
+
+        Raises KafkaError(KAFKA_STORAGE_ERROR) when the write fails; the segment is then
+        as it was before. Asks for an fsync of what was written (``on_append``).
+        """
         if self.deleted:
             raise KafkaError(ErrorCode.unknown_topic_or_partition, f"{self.topic} was deleted")
-        self._maybe_roll(header)
-        self.active.append_parts(parts, header)
+        self._check_online()
+        try:
+            self._maybe_roll(header)
+            self.active.append_parts(parts, header)
+        except CutBackFailed as error:
+            self._go_offline(f"a failed write could not be removed: {error}")
+            raise storage_error(self.offline or str(error)) from None
+        except OSError as error:
+            raise self._write_failed(error) from None
+        if self._failing is not None:
+            log.warning("%s: writes succeed again (after: %s)", self.name, self._failing)
+            self._failing = None
         if not self.durable_on_append:
+            self.mark_flushed(self.log_end_offset)  # acknowledged without waiting for an fsync
             self.notify()
+        if self._on_append is not None:
+            self._on_append(self)
+
+    def _write_failed(self, error: OSError) -> KafkaError:
+        """Log the first failure of an episode (path, errno); the error to answer."""
+        message = f"cannot write to {self.name}: {error}"
+        if self._failing is None:
+            log.error("%s; the request is refused and nothing of it is kept", message)
+        self._failing = message
+        return storage_error(message)
 
     def _maybe_roll(self, header: BatchHeader) -> None:
         active = self.active
@@ -320,19 +523,102 @@ class PartitionLog:
 
     def roll(self) -> None:
         old = self.active
-        old.flush()
+        self.sync_now()
         base = old.next_offset
         self.producers.write_snapshot(base)
-        self.segments.append(LogSegment(self.directory, base, self.config["index.interval.bytes"]))
+        segment = LogSegment(self.directory, base, self.config["index.interval.bytes"])
+        self.segments.append(segment)
         self._segment_bases.append(base)
+        self.synced = SyncPoint(base, base, 0)
 
     # -- durability -----------------------------------------------------------------------
 
-    def flush(self) -> int:
-        """fsync the active segment; return the offset now durable. Safe off the loop."""
-        target = self.log_end_offset
-        self.active.flush()
-        return target
+    @property
+    def unsynced(self) -> bool:
+        return self.synced.offset < self.log_end_offset
+
+    def sync_target(self) -> SyncTarget:
+        """What an fsync of the active segment started now makes durable (on the loop)."""
+        active = self.active
+        point = SyncPoint(self.log_end_offset, active.base_offset, active.size)
+        return SyncTarget(point, active, self.generation)
+
+    @staticmethod
+    def sync(target: SyncTarget) -> None:
+        """fsync the target's segment; raises OSError. Safe off the event loop."""
+        target.segment.flush()
+
+    def sync_now(self) -> None:
+        """fsync on the calling thread; on failure drop the unsynced tail and raise."""
+        target = self.sync_target()
+        try:
+            self.sync(target)
+        except OSError as error:
+            self.sync_failed(target, error)
+            raise storage_error(f"fsync of {self.name} failed: {error}") from None
+        self.synced_to(target)
+
+    def synced_to(self, target: SyncTarget) -> None:
+        """An fsync succeeded: everything before ``target`` is durable."""
+        if target.generation != self.generation or target.point.offset < self.synced.offset:
+            return
+        self.synced = target.point
+        if self._failing is not None and self._failing.startswith("fsync"):
+            log.warning("%s: fsync succeeds again", self.name)
+            self._failing = None
+        if self.durable_on_append:
+            self.mark_flushed(target.point.offset)
+
+    def sync_failed(self, target: SyncTarget, error: OSError) -> None:
+        """An fsync failed: its pages may be gone, so drop everything not known durable.
+
+        The log is cut back to the last successful fsync and reloaded from disk; the
+        requests waiting for the cut offsets fail with KAFKA_STORAGE_ERROR.
+        """
+        if target.generation != self.generation or self.offline or self.deleted:
+            return
+        point = self.synced
+        lost = self.log_end_offset - point.offset
+        message = f"fsync of {self.name} failed: {error}"
+        if self._failing != message:
+            log.error(
+                "%s; dropping the %d offsets after %d, which were never durable",
+                message,
+                lost,
+                point.offset,
+            )
+        self._failing = message
+        try:
+            keep = bisect.bisect_right(self._segment_bases, point.segment_base)
+            for segment in self.segments[keep:]:
+                segment.delete()
+            del self.segments[keep:]
+            self.active.cut_back(point.size)
+            self._drop_txn_entries_from(point.offset)
+            self._reload()
+        except OSError as cut_error:
+            self._go_offline(f"{message}, and cutting its unsynced tail failed: {cut_error}")
+            return
+        self._fail_durable_waiters(point.offset, storage_error(message))
+
+    def _reload(self) -> None:
+        """Rebuild every in-memory structure from the files (after cutting them)."""
+        for segment in self.segments:
+            segment.close()
+        self.generation += 1
+        self.producers = ProducerStateManager(self.directory)
+        self.aborted = []
+        self._open(crc_from_offset=None)
+
+    def _fail_durable_waiters(self, durable_offset: int, error: KafkaError) -> None:
+        still_waiting = []
+        for target, future in self._durable_waiters:
+            if target > durable_offset:
+                if not future.done():
+                    future.set_exception(error)
+            else:
+                still_waiting.append((target, future))
+        self._durable_waiters = still_waiting
 
     def mark_flushed(self, offset: int) -> None:
         if offset <= self.flushed_offset:
@@ -350,16 +636,18 @@ class PartitionLog:
             self.notify()
 
     def wait_durable(self, offset: int) -> asyncio.Future[None]:
+        """Resolves once every offset below ``offset`` is durable (acknowledgeable).
+
+        Fails with KafkaError(KAFKA_STORAGE_ERROR) if the offsets are cut instead.
+        """
         future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         if offset <= self.flushed_offset:
             future.set_result(None)
+        elif self.offline:
+            future.set_exception(storage_error(self.offline))
         else:
             self._durable_waiters.append((offset, future))
         return future
-
-    @property
-    def dirty(self) -> bool:
-        return self.flushed_offset < self.log_end_offset
 
     # -- reading --------------------------------------------------------------------------
 
@@ -384,6 +672,7 @@ class PartitionLog:
         return self.segments[max(index, 0)]
 
     def read(self, offset: int, max_bytes: int, read_committed: bool) -> ReadResult:
+        self._check_online()
         high_watermark = self.high_watermark
         stable = self.last_stable_offset
         if offset < self.log_start_offset or offset > self.log_end_offset:
@@ -416,10 +705,28 @@ class PartitionLog:
                 end = header.position + header.size
                 end_offset = header.next_offset
             if start >= 0:
-                return segment.read(start, end - start), end_offset
+                return self._checked(segment, start, segment.read(start, end - start)), end_offset
             if segment.next_offset > offset:
                 break
         return b"", offset
+
+    def _checked(self, segment: LogSegment, start: int, data: bytes) -> bytes:
+        """``data`` if every batch in it is intact; a damaged one takes the partition offline."""
+        checked = 0
+        for header in iter_headers(data):
+            if not check_crc(data, header):
+                problem = f"CRC mismatch in the batch at offset {header.base_offset}"
+                break
+            checked = header.position + header.size
+        else:
+            if checked == len(data):
+                return data
+            problem = "a batch that does not parse"
+        self._go_offline(
+            f"{problem} ({segment.log_path}, byte {start + checked}) found while serving a "
+            "fetch: acknowledged data is damaged. Check it with 'onceflow log check'"
+        )
+        raise storage_error(f"partition {self.name} is offline: {self.offline}")
 
     def aborted_between(self, start: int, end: int) -> list[AbortedTxn]:
         """Aborted transactions overlapping the offsets [start, end)."""
@@ -429,6 +736,7 @@ class PartitionLog:
 
     def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
         """First batch whose max timestamp is >= ``timestamp``: (offset, timestamp)."""
+        self._check_online()
         for segment in self.segments:
             if segment.max_timestamp < timestamp:
                 continue
@@ -438,6 +746,7 @@ class PartitionLog:
         return None
 
     def offset_of_max_timestamp(self) -> tuple[int, int]:
+        self._check_online()
         best = (-1, -1)
         for segment in self.segments:
             if segment.max_timestamp > best[1]:
@@ -449,6 +758,7 @@ class PartitionLog:
     # -- retention and deletion -----------------------------------------------------------
 
     def delete_records_before(self, offset: int) -> int:
+        self._check_online()
         if offset == -1:
             offset = self.high_watermark
         if offset < 0 or offset > self.high_watermark:
@@ -502,9 +812,12 @@ class PartitionLog:
         return deleted
 
     def close(self) -> None:
-        if self.segments and not self.deleted:
-            self.active.flush()
-            self.producers.write_snapshot(self.log_end_offset)
+        if self.segments and not self.deleted and not self.offline:
+            try:
+                self.sync_now()
+                self.producers.write_snapshot(self.log_end_offset)
+            except (OSError, KafkaError) as error:
+                log.error("%s: cannot make the log durable at shutdown: %s", self.name, error)
         for segment in self.segments:
             segment.close()
 
@@ -516,6 +829,6 @@ class PartitionLog:
             path.unlink(missing_ok=True)
         self.directory.rmdir()
         self.notify()
-        for _, future in self._durable_waiters:
-            if not future.done():
-                future.set_result(None)
+        self._fail_durable_waiters(
+            -1, KafkaError(ErrorCode.unknown_topic_or_partition, f"{self.topic} was deleted")
+        )

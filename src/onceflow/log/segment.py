@@ -2,19 +2,35 @@
 
 Index files use Kafka's layouts: ``.index`` holds (relative offset int32, position int32)
 entries, ``.timeindex`` holds (timestamp int64, relative offset int32) entries. Both are
-sparse (one entry per ``index.interval.bytes``) and are rebuilt from the log when missing
-or when the segment is recovered after an unclean shutdown.
+sparse (one entry per ``index.interval.bytes``) and rebuilt from the log whenever the
+segment is loaded, so they are written on a best-effort basis and never fsynced.
+
+A failed append leaves no trace: the segment is cut back to its length before the append
+(a write to a full disk may have written part of the batch).
 """
 
 from __future__ import annotations
 
 import bisect
+import errno
+import logging
 import os
 import struct
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 
-from onceflow.log.batch import HEADER_SIZE, BatchHeader, Bytes, check_crc, parse_header
+from onceflow.log.batch import (
+    HEADER_SIZE,
+    LOG_OVERHEAD,
+    BatchHeader,
+    Bytes,
+    check_crc,
+    parse_header,
+)
+from onceflow.log.durability import create_file, sync_file
+
+log = logging.getLogger(__name__)
 
 OFFSET_ENTRY = struct.Struct(">ii")
 TIME_ENTRY = struct.Struct(">qi")
@@ -23,6 +39,19 @@ SCAN_CHUNK_BYTES = 64 * 1024
 
 def segment_name(base_offset: int) -> str:
     return f"{base_offset:020d}"
+
+
+class CutBackFailed(OSError):
+    """A failed append could not be removed from the segment: its tail is unknown."""
+
+
+@dataclass(slots=True)
+class SegmentScan:
+    """What a scan of a segment found: its batches and where (and why) it stopped."""
+
+    headers: list[BatchHeader] = field(default_factory=list)
+    valid_end: int = 0  # byte position after the last good batch
+    problem: str | None = None  # why the scan stopped before the end of the file
 
 
 class LogSegment:
@@ -34,7 +63,7 @@ class LogSegment:
         self.log_path = stem.with_suffix(".log")
         self.index_path = stem.with_suffix(".index")
         self.time_index_path = stem.with_suffix(".timeindex")
-        self.fd = os.open(self.log_path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
+        self.fd = create_file(self.log_path)
         self.size = os.fstat(self.fd).st_size
         self.next_offset = base_offset
         self.max_timestamp = -1
@@ -50,24 +79,33 @@ class LogSegment:
 
     # -- loading -------------------------------------------------------------------------
 
-    def load(self, validate: bool) -> list[BatchHeader]:
-        """Scan the segment, drop a torn or corrupt tail, rebuild indexes.
+    def scan(self, crc_from_offset: int | None = 0) -> SegmentScan:
+        """Read every batch header; stop at the first batch that is not sound.
 
-        Returns the headers of every batch (callers replay producer state from them).
-        With ``validate`` false and intact index files, the scan trusts the data.
+        Sizes, magic and offsets are always checked; CRCs only of batches that end after
+        ``crc_from_offset`` (None: no CRC checks). The segment itself is not changed.
         """
-        headers: list[BatchHeader] = []
-        valid_end = 0
-        for header in self._scan(0, validate):
-            headers.append(header)
-            valid_end = header.position + header.size
-        if valid_end < self.size:
-            os.ftruncate(self.fd, valid_end)
-            self.size = valid_end
-        self._rebuild_indexes(headers)
-        return headers
+        result = SegmentScan()
+        for header in self._scan(0, crc_from_offset, result):
+            result.headers.append(header)
+            result.valid_end = header.position + header.size
+        if result.problem is None and result.valid_end < self.size:
+            result.problem = "incomplete batch at the end of the file"
+        return result
 
-    def _scan(self, position: int, validate: bool) -> Iterator[BatchHeader]:
+    def load(self, scan: SegmentScan) -> None:
+        """Take a scan's batches as the segment's content and rebuild the indexes."""
+        self._rebuild_indexes(scan.headers)
+
+    def _scan(
+        self, position: int, crc_from_offset: int | None, result: SegmentScan | None = None
+    ) -> Iterator[BatchHeader]:
+        """Yield sound batch headers from ``position``; say in ``result`` why it stopped."""
+
+        def stop(problem: str) -> None:
+            if result is not None:
+                result.problem = f"{problem} at byte {position}"
+
         chunk = b""
         chunk_start = position
         expected_offset = self.base_offset  # offsets only grow (compaction leaves gaps)
@@ -77,25 +115,27 @@ class LogSegment:
                 chunk = os.pread(self.fd, SCAN_CHUNK_BYTES, position)
                 chunk_start, relative = position, 0
                 if len(chunk) < HEADER_SIZE:
-                    return
+                    return stop("file shorter than its size")
             header = parse_header(chunk, relative)
-            if header.magic != 2 or header.length < HEADER_SIZE - 12:
-                return
+            if header.magic != 2:
+                return stop(f"batch with magic {header.magic}")
+            if header.length < HEADER_SIZE - LOG_OVERHEAD:
+                return stop(f"batch with length {header.length}")
             if position + header.size > self.size:
-                return
-            if validate:
-                # A stale but intact batch (old bytes past the real end) is torn too:
-                # accepting it would move the log end offset backwards.
-                if header.base_offset < expected_offset or header.last_offset_delta < 0:
-                    return
-                expected_offset = header.next_offset
+                return stop(f"batch of {header.size} bytes running past the end of the file")
+            # A stale but intact batch (old bytes past the real end) is torn too:
+            # accepting it would move the log end offset backwards.
+            if header.base_offset < expected_offset or header.last_offset_delta < 0:
+                return stop(f"batch with offset {header.base_offset} below {expected_offset}")
+            expected_offset = header.next_offset
+            if crc_from_offset is not None and header.next_offset > crc_from_offset:
                 if relative + header.size <= len(chunk):
                     intact = check_crc(chunk, header)
                 else:
                     data = os.pread(self.fd, header.size, position)
-                    intact = check_crc(data, parse_header(data))
+                    intact = len(data) == header.size and check_crc(data, parse_header(data))
                 if not intact:
-                    return
+                    return stop(f"CRC mismatch in the batch at offset {header.base_offset}")
             header.position = position
             yield header
             position += header.size
@@ -119,8 +159,28 @@ class LogSegment:
 
     def _open_index_files(self) -> None:
         flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND
-        self._index_fd = os.open(self.index_path, flags, 0o644)
-        self._time_index_fd = os.open(self.time_index_path, flags, 0o644)
+        try:
+            self._index_fd = os.open(self.index_path, flags, 0o644)
+            self._time_index_fd = os.open(self.time_index_path, flags, 0o644)
+        except OSError as error:
+            self._index_files_failed(error)
+
+    def _write_index_entry(self, fd: int, entry: bytes) -> None:
+        if fd < 0:
+            return
+        try:
+            os.write(fd, entry)
+        except OSError as error:
+            self._index_files_failed(error)
+
+    def _index_files_failed(self, error: OSError) -> None:
+        """Index files are only a copy of the in-memory index: stop writing them."""
+        log.warning(
+            "not writing the index files of %s any more (%s); they are rebuilt at start-up",
+            self.log_path,
+            error,
+        )
+        self._close_index_files()
 
     def _close_index_files(self) -> None:
         for fd in (self._index_fd, self._time_index_fd):
@@ -134,13 +194,37 @@ class LogSegment:
         self.append_parts((data,), header)
 
     def append_parts(self, parts: Sequence[Bytes], header: BatchHeader) -> None:
-        """Append one batch given as consecutive parts (one writev, no joining copy)."""
+        """Append one batch given as consecutive parts (one writev, no joining copy).
+
+        On any error the segment is cut back to where the batch began, then the OSError
+        is raised; CutBackFailed if even that fails.
+        """
         position = self.size
-        written = os.writev(self.fd, parts) if len(parts) > 1 else os.write(self.fd, parts[0])
-        if written != header.size:
-            raise OSError(f"short write to {self.log_path}: {written} of {header.size} bytes")
+        try:
+            written = os.writev(self.fd, parts) if len(parts) > 1 else os.write(self.fd, parts[0])
+            while written < header.size:  # a short write: the next one says why
+                rest = b"".join(bytes(part) for part in parts)[written:]
+                more = os.write(self.fd, rest)
+                if more == 0:
+                    raise OSError(errno.EIO, "write made no progress", str(self.log_path))
+                written += more
+        except OSError:
+            self.cut_back(position)
+            raise
         self.size += written
         self._track(header, position)
+
+    def cut_back(self, position: int) -> None:
+        """Truncate the file to ``position`` (the end of the last good batch)."""
+        try:
+            os.ftruncate(self.fd, position)
+        except OSError as error:
+            raise CutBackFailed(
+                error.errno,
+                f"cannot cut back to byte {position}: {error.strerror}",
+                str(self.log_path),
+            ) from error
+        self.size = position
 
     def _track(self, header: BatchHeader, position: int) -> None:
         if self.created_ms is None:
@@ -151,16 +235,18 @@ class LogSegment:
             relative = header.base_offset - self.base_offset
             self._index_offsets.append(header.base_offset)
             self._index_positions.append(position)
-            os.write(self._index_fd, OFFSET_ENTRY.pack(relative, position))
+            self._write_index_entry(self._index_fd, OFFSET_ENTRY.pack(relative, position))
             if header.max_timestamp > self.max_timestamp:
                 self._time_stamps.append(header.max_timestamp)
                 self._time_offsets.append(header.base_offset)
-                os.write(self._time_index_fd, TIME_ENTRY.pack(header.max_timestamp, relative))
+                self._write_index_entry(
+                    self._time_index_fd, TIME_ENTRY.pack(header.max_timestamp, relative)
+                )
         self.max_timestamp = max(self.max_timestamp, header.max_timestamp)
         self.next_offset = header.next_offset
 
     def flush(self) -> None:
-        os.fdatasync(self.fd)
+        sync_file(self.fd)
 
     # -- reading -------------------------------------------------------------------------
 
@@ -171,7 +257,7 @@ class LogSegment:
         """Headers of the batches that end at or after ``offset``, in order."""
         index = bisect.bisect_right(self._index_offsets, offset) - 1
         position = self._index_positions[index] if index >= 0 else 0
-        for header in self._scan(position, validate=False):
+        for header in self._scan(position, crc_from_offset=None):
             if header.next_offset > offset:
                 yield header
 
@@ -182,11 +268,6 @@ class LogSegment:
         yield from self.headers_from(offset)
 
     # -- lifecycle -----------------------------------------------------------------------
-
-    def truncate_to(self, position: int, headers: list[BatchHeader]) -> None:
-        os.ftruncate(self.fd, position)
-        self.size = position
-        self._rebuild_indexes([h for h in headers if h.position < position])
 
     def close(self) -> None:
         self._close_index_files()

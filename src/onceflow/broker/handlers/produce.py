@@ -21,7 +21,7 @@ async def produce(ctx: RequestContext, request: Any) -> Any:
     topic_cls = element(cls, "responses")
     partition_cls = element(topic_cls, "partition_responses")
     acks = request.acks
-    waits: list[asyncio.Future[None]] = []
+    waits: list[Wait] = []
     topics = []
     for topic_data in request.topic_data:
         partitions = []
@@ -48,9 +48,9 @@ async def produce(ctx: RequestContext, request: Any) -> Any:
                 base_offset = result.base_offset
                 append_time = result.log_append_time
                 start_offset = partition.log_start_offset
-                broker.logs.mark_dirty(partition)
                 if acks == -1:
-                    waits.append(partition.wait_durable(result.last_offset + 1))
+                    wait = partition.wait_durable(result.last_offset + 1)
+                    waits.append((len(topics), len(partitions), wait))
             except KafkaError as error:
                 code, message = error.code, error.message
             partitions.append(
@@ -78,13 +78,15 @@ async def produce(ctx: RequestContext, request: Any) -> Any:
     return response
 
 
-def _when_durable(
-    waits: list[asyncio.Future[None]], response: Any, timeout: float
-) -> asyncio.Future[Any]:
+Wait = tuple[int, int, "asyncio.Future[None]"]  # topic index, partition index, durable
+
+
+def _when_durable(waits: list[Wait], response: Any, timeout: float) -> asyncio.Future[Any]:
     """A future for ``response`` once every wait is done, or the timed-out response.
 
-    Plain callbacks rather than gather/wait_for tasks: the response is ready in the loop
-    turn after the last fsync it waits for.
+    A partition whose append was cut before it became durable (a failed fsync) answers
+    the error instead of its success. Plain callbacks rather than gather/wait_for tasks:
+    the response is ready in the loop turn after the last fsync it waits for.
     """
     loop = asyncio.get_running_loop()
     ready: asyncio.Future[Any] = loop.create_future()
@@ -95,31 +97,58 @@ def _when_durable(
         pending -= 1
         if pending == 0 and not ready.done():
             timer.cancel()
-            ready.set_result(response)
+            ready.set_result(_with_failures(response, waits))
 
     def timed_out() -> None:
         if not ready.done():
-            ready.set_result(_timed_out(response))
+            ready.set_result(_patched(response, _timeouts(response)))
 
     timer = loop.call_later(max(timeout, 1.0), timed_out)
-    for wait in waits:
+    for _, _, wait in waits:
         wait.add_done_callback(one_done)
     return ready
 
 
-def _timed_out(response: Any) -> Any:
+def _with_failures(response: Any, waits: list[Wait]) -> Any:
+    failed = {}
+    for topic, partition, wait in waits:
+        error = wait.exception()
+        if error is not None:
+            code = error.code if isinstance(error, KafkaError) else ErrorCode.kafka_storage_error
+            failed[(topic, partition)] = (code, str(error))
+    return _patched(response, failed) if failed else response
+
+
+def _timeouts(response: Any) -> dict[tuple[int, int], tuple[ErrorCode, str | None]]:
+    return {
+        (t, p): (ErrorCode.request_timed_out, None)
+        for t, topic in enumerate(response.responses)
+        for p, partition in enumerate(topic.partition_responses)
+        if partition.error_code == ErrorCode.none
+    }
+
+
+def _patched(response: Any, errors: dict[tuple[int, int], tuple[ErrorCode, str | None]]) -> Any:
+    """``response`` with the given partitions answering an error instead."""
+
+    def partition_response(t: int, p: int, partition: Any) -> Any:
+        if (t, p) not in errors:
+            return partition
+        code, message = errors[(t, p)]
+        return dataclasses.replace(
+            partition, error_code=code, error_message=message, base_offset=-1
+        )
+
     return dataclasses.replace(
         response,
         responses=tuple(
             dataclasses.replace(
                 topic,
                 partition_responses=tuple(
-                    dataclasses.replace(p, error_code=ErrorCode.request_timed_out)
-                    if p.error_code == ErrorCode.none
-                    else p
-                    for p in topic.partition_responses
+                    partition_response(t, p, partition)
+                    for p, partition in enumerate(topic.partition_responses)
                 ),
             )
-            for topic in response.responses
+            for t, topic in enumerate(response.responses)
         ),
     )

@@ -10,12 +10,12 @@ startup by replaying batch headers written after the latest snapshot.
 from __future__ import annotations
 
 import json
-import os
 from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from onceflow.log.batch import NO_SEQUENCE, BatchHeader
+from onceflow.log.durability import write_atomically
 from onceflow.protocol.errors import ErrorCode, KafkaError
 
 BATCHES_TO_REMEMBER = 5
@@ -215,13 +215,7 @@ class ProducerStateManager:
                 for e in self.producers.values()
             ],
         }
-        path = self.snapshot_path(offset)
-        temporary = path.with_suffix(".tmp")
-        with open(temporary, "w") as handle:
-            json.dump(state, handle)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(temporary, path)
+        write_atomically(self.snapshot_path(offset), json.dumps(state).encode())
         for old in self.snapshot_offsets()[:-2]:
             self.snapshot_path(old).unlink(missing_ok=True)
 
