@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import pytest
 
+from onceflow.log.batch import ATTR_TRANSACTIONAL, BatchHeader
 from onceflow.log.producer_state import (
     BATCHES_TO_REMEMBER,
     INT32_MAX,
     ProducerStateManager,
     in_sequence,
 )
-from onceflow.log.batch import ATTR_TRANSACTIONAL, BatchHeader
 from onceflow.protocol.errors import ErrorCode, KafkaError
 
 

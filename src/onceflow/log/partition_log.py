@@ -207,7 +207,8 @@ class PartitionLog:
         )
         self.aborted = sorted(self._load_txn_indexes(), key=lambda txn: txn.last_offset)
         self._rebuild_producer_state(headers)
-        self.active.flush()  # what survived a crash in the page cache is durable from now on
+        if crc_from_offset is not None:  # loading, not reloading what is already synced
+            self.active.flush()  # what survived a crash in the page cache is durable now
         self.synced = SyncPoint(self.log_end_offset, self.active.base_offset, self.active.size)
         self.flushed_offset = self.log_end_offset
 
