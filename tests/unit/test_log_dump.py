@@ -319,6 +319,11 @@ def test_missing_and_unknown_files_exit_2_with_one_line(tmp_path):
     with pytest.raises(DumpError):
         list(dump_file(odd, DumpOptions()))
 
+    directory = tmp_path / "not-a-segment.log"
+    directory.mkdir()
+    result = run_cli(directory)
+    assert result.exit_code == 2 and "Is a directory" in result.stderr
+
 
 def test_exit_status_is_the_worst_of_all_files(tmp_path):
     segment = three_batches(tmp_path)

@@ -145,32 +145,38 @@ def read_batches(
     except OSError as error:
         raise DumpError(f"{path}: {error.strerror or error}") from None
     try:
-        size = os.fstat(fd).st_size
-        position = 0
-        while position < size:
-            remaining = size - position
-            if max_bytes is not None and position >= max_bytes:
-                yield ByteLimitReached(position, remaining, max_bytes)
-                return
-            if remaining < HEADER_SIZE:
-                yield UnreadTail(position, remaining, "too short for a batch header")
-                return
-            header = parse_header(os.pread(fd, HEADER_SIZE, position), 0)
-            header.position = position
-            problem = frame_problem(header, remaining)
-            if problem is not None:
-                yield UnreadTail(position, remaining, problem)
-                return
-            if max_bytes is not None and position + header.size > max_bytes:
-                yield ByteLimitReached(position, remaining, max_bytes)
-                return
-            data = os.pread(fd, header.size, position)
-            yield StoredBatch(
-                header, data, check_crc(data, dataclasses.replace(header, position=0))
-            )
-            position += header.size
+        yield from batches_in(fd, os.fstat(fd).st_size, max_bytes)
+    except OSError as error:  # a directory named *.log, an I/O error
+        raise DumpError(f"{path}: {error.strerror or error}") from None
     finally:
         os.close(fd)
+
+
+def batches_in(
+    fd: int, size: int, max_bytes: int | None
+) -> Iterator[StoredBatch | UnreadTail | ByteLimitReached]:
+    """The reading loop of ``read_batches`` over an open file of ``size`` bytes."""
+    position = 0
+    while position < size:
+        remaining = size - position
+        if max_bytes is not None and position >= max_bytes:
+            yield ByteLimitReached(position, remaining, max_bytes)
+            return
+        if remaining < HEADER_SIZE:
+            yield UnreadTail(position, remaining, "too short for a batch header")
+            return
+        header = parse_header(os.pread(fd, HEADER_SIZE, position), 0)
+        header.position = position
+        problem = frame_problem(header, remaining)
+        if problem is not None:
+            yield UnreadTail(position, remaining, problem)
+            return
+        if max_bytes is not None and position + header.size > max_bytes:
+            yield ByteLimitReached(position, remaining, max_bytes)
+            return
+        data = os.pread(fd, header.size, position)
+        yield StoredBatch(header, data, check_crc(data, dataclasses.replace(header, position=0)))
+        position += header.size
 
 
 def frame_problem(header: BatchHeader, remaining: int) -> str | None:
