@@ -62,8 +62,10 @@ def dump_command(
     transaction_log_decoder: bool,
     max_bytes: int | None,
 ) -> None:
-    """Print the batches and records of .log segments, and the entries of .index,
-    .timeindex, .txnindex, .snapshot and partition.json files (like kafka-dump-log.sh).
+    """Print what is in the broker's files, like Kafka's kafka-dump-log.sh.
+
+    The batches (and with --print-data-log the records) of .log segments, and the entries
+    of .index, .timeindex, .txnindex, .snapshot and partition.json files.
 
     Exit status: 0 if every file was read and is intact, 1 if a batch is invalid (CRC
     mismatch) or a file ends in bytes that are not a whole batch or entry, 2 if a file is
