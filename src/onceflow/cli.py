@@ -153,6 +153,7 @@ SUBCOMMANDS = (
     ("onceflow.patterns.relay_cli", "relay_command"),
     ("onceflow.groups_cli", "groups_command"),
     ("onceflow.topics_cli", "topics_command"),
+    ("onceflow.log_cli", "log_command"),
 )
 
 

@@ -1,0 +1,109 @@
+"""``onceflow log``: look at the broker's on-disk files without a running broker.
+
+``onceflow log dump`` is the equivalent of Kafka's ``kafka-dump-log.sh``. The group is
+meant to grow (``onceflow log check`` and the like): add a command with
+``@log_command.command(...)``.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import click
+
+from onceflow.log.dump import DumpError, DumpOptions, dump_file
+from onceflow.log.record_decoders import (
+    RecordDecoder,
+    decode_as_text,
+    decode_consumer_offsets,
+    decode_transaction_log,
+)
+
+EXIT_OK = 0
+EXIT_DAMAGED = 1  # a batch failed its CRC, or a file ends in bytes that are no whole batch
+EXIT_UNREADABLE = 2  # a file is missing, unreadable or of an unknown kind
+
+
+@click.group("log")
+def log_command() -> None:
+    """Look inside the broker's data directory: segments, indexes, producer state."""
+
+
+@log_command.command("dump")
+@click.argument("files", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.option(
+    "--print-data-log",
+    is_flag=True,
+    help="Print every record (offset, timestamp, sizes, key, payload), not only batches.",
+)
+@click.option(
+    "--offsets-decoder",
+    is_flag=True,
+    help="Decode records as __consumer_offsets data (offset commits, group metadata). "
+    "Implies --print-data-log.",
+)
+@click.option(
+    "--transaction-log-decoder",
+    is_flag=True,
+    help="Decode records as __transaction_state metadata. Implies --print-data-log.",
+)
+@click.option(
+    "--max-bytes",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Read no batch that ends past this many bytes of a .log file.",
+)
+def dump_command(
+    files: tuple[Path, ...],
+    print_data_log: bool,
+    offsets_decoder: bool,
+    transaction_log_decoder: bool,
+    max_bytes: int | None,
+) -> None:
+    """Print what is in the broker's files, like Kafka's kafka-dump-log.sh.
+
+    The batches (and with --print-data-log the records) of .log segments, and the entries
+    of .index, .timeindex, .txnindex, .snapshot and partition.json files.
+
+    Exit status: 0 if every file was read and is intact, 1 if a batch is invalid (CRC
+    mismatch) or a file ends in bytes that are not a whole batch or entry, 2 if a file is
+    missing, unreadable or not a kind this command knows.
+    """
+    if offsets_decoder and transaction_log_decoder:
+        raise click.UsageError("choose one of --offsets-decoder and --transaction-log-decoder")
+    options = DumpOptions(
+        print_data_log=print_data_log or offsets_decoder or transaction_log_decoder,
+        decoder=chosen_decoder(offsets_decoder, transaction_log_decoder),
+        max_bytes=max_bytes,
+    )
+    status = EXIT_OK
+    try:
+        for path in files:
+            status = max(status, dump_one(path, options))
+    except BrokenPipeError:  # `onceflow log dump ... | head`
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    sys.exit(status)
+
+
+def chosen_decoder(offsets_decoder: bool, transaction_log_decoder: bool) -> RecordDecoder:
+    if offsets_decoder:
+        return decode_consumer_offsets
+    if transaction_log_decoder:
+        return decode_transaction_log
+    return decode_as_text
+
+
+def dump_one(path: Path, options: DumpOptions) -> int:
+    """Print one file's dump; return its exit status."""
+    click.echo(f"Dumping {path}")
+    damaged = False
+    try:
+        for line in dump_file(path, options):
+            click.echo(line.text)
+            damaged = damaged or line.problem
+    except DumpError as error:
+        click.echo(f"Error: cannot dump {error}", err=True)
+        return EXIT_UNREADABLE
+    return EXIT_DAMAGED if damaged else EXIT_OK
