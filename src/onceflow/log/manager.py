@@ -112,11 +112,7 @@ class LogManager:
         live = {(p.topic, p.partition) for p in self.all_partitions()}
         points = {key: value for key, value in self._recovery_points.items() if key in live}
         self._recovery_points = points
-        lines = ["0", str(len(points))]
-        lines += [
-            f"{topic} {number} {offset}" for (topic, number), offset in sorted(points.items())
-        ]
-        write_atomically(self.data_dir / RECOVERY_POINT_FILE, ("\n".join(lines) + "\n").encode())
+        write_recovery_point_file(self.data_dir / RECOVERY_POINT_FILE, points)
 
     def _save_registry(self) -> None:
         registry = {
@@ -417,3 +413,9 @@ def read_recovery_points(path: Path) -> dict[tuple[str, int], int]:
         log.warning("ignoring malformed %s (%s): every partition is fully checked", path, error)
         return {}
     return points
+
+
+def write_recovery_point_file(path: Path, points: dict[tuple[str, int], int]) -> None:
+    lines = ["0", str(len(points))]
+    lines += [f"{topic} {number} {offset}" for (topic, number), offset in sorted(points.items())]
+    write_atomically(path, ("\n".join(lines) + "\n").encode())

@@ -47,7 +47,7 @@ from onceflow.log.producer_state import (
     CompletedTxn,
     ProducerStateManager,
 )
-from onceflow.log.recovery import CutRegion, describe_region, quarantine_copy
+from onceflow.log.recovery import QUARANTINE_DIR, CutRegion, describe_region, quarantine_copy
 from onceflow.log.segment import CutBackFailed, LogSegment, SegmentScan
 from onceflow.protocol.errors import ErrorCode, KafkaError
 
@@ -143,7 +143,7 @@ class PartitionLog:
         self.aborted: list[AbortedTxn] = []  # sorted by last_offset
         self._waiters: list[asyncio.Future[None]] = []
         self._durable_waiters: list[tuple[int, asyncio.Future[None]]] = []
-        self._quarantine_root = quarantine_root or directory.parent
+        self._quarantine_root = quarantine_root or directory.parent / QUARANTINE_DIR
         self._on_append = on_append
         self._failing: str | None = None  # the storage error of the current episode
         self.deleted = False

@@ -68,14 +68,14 @@ def describe_region(path: Path, start: int, end: int) -> CutRegion:
     return region
 
 
-def quarantine_copy(data_dir: Path, name: str, source: Path, start: int) -> Path:
-    """Copy ``source[start:]`` durably into the quarantine directory; return the copy."""
-    directory = data_dir / QUARANTINE_DIR / name
+def quarantine_copy(quarantine: Path, name: str, source: Path, start: int) -> Path:
+    """Copy ``source[start:]`` durably into ``quarantine/name/``; return the copy."""
+    directory = quarantine / name
     created = not directory.exists()
     directory.mkdir(parents=True, exist_ok=True)
     if created:
-        sync_directory(directory.parent)
-        sync_directory(data_dir)
+        sync_directory(quarantine)
+        sync_directory(quarantine.parent)
     stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime())
     target = directory / f"{source.stem}-from-byte-{start}-{stamp}{source.suffix}"
     with open(source, "rb") as reader, open(target, "wb") as writer:

@@ -54,6 +54,59 @@ class SegmentScan:
     problem: str | None = None  # why the scan stopped before the end of the file
 
 
+def scan_batches(
+    fd: int,
+    size: int,
+    base_offset: int,
+    position: int = 0,
+    crc_from_offset: int | None = 0,
+    result: SegmentScan | None = None,
+) -> Iterator[BatchHeader]:
+    """Yield the sound batch headers of a segment file from ``position``.
+
+    Sizes, magic and offsets are always checked; CRCs of the batches that end after
+    ``crc_from_offset`` (None: none). Says in ``result`` why it stopped early.
+    """
+
+    def stop(problem: str) -> None:
+        if result is not None:
+            result.problem = f"{problem} at byte {position}"
+
+    chunk = b""
+    chunk_start = position
+    expected_offset = base_offset  # offsets only grow (compaction leaves gaps)
+    while position + HEADER_SIZE <= size:
+        relative = position - chunk_start
+        if relative + HEADER_SIZE > len(chunk):
+            chunk = os.pread(fd, SCAN_CHUNK_BYTES, position)
+            chunk_start, relative = position, 0
+            if len(chunk) < HEADER_SIZE:
+                return stop("file shorter than its size")
+        header = parse_header(chunk, relative)
+        if header.magic != 2:
+            return stop(f"batch with magic {header.magic}")
+        if header.length < HEADER_SIZE - LOG_OVERHEAD:
+            return stop(f"batch with length {header.length}")
+        if position + header.size > size:
+            return stop(f"batch of {header.size} bytes running past the end of the file")
+        # A stale but intact batch (old bytes past the real end) is torn too:
+        # accepting it would move the log end offset backwards.
+        if header.base_offset < expected_offset or header.last_offset_delta < 0:
+            return stop(f"batch with offset {header.base_offset} below {expected_offset}")
+        expected_offset = header.next_offset
+        if crc_from_offset is not None and header.next_offset > crc_from_offset:
+            if relative + header.size <= len(chunk):
+                intact = check_crc(chunk, header)
+            else:
+                data = os.pread(fd, header.size, position)
+                intact = len(data) == header.size and check_crc(data, parse_header(data))
+            if not intact:
+                return stop(f"CRC mismatch in the batch at offset {header.base_offset}")
+        header.position = position
+        yield header
+        position += header.size
+
+
 class LogSegment:
     def __init__(self, directory: Path, base_offset: int, index_interval_bytes: int) -> None:
         self.directory = directory
@@ -100,45 +153,7 @@ class LogSegment:
     def _scan(
         self, position: int, crc_from_offset: int | None, result: SegmentScan | None = None
     ) -> Iterator[BatchHeader]:
-        """Yield sound batch headers from ``position``; say in ``result`` why it stopped."""
-
-        def stop(problem: str) -> None:
-            if result is not None:
-                result.problem = f"{problem} at byte {position}"
-
-        chunk = b""
-        chunk_start = position
-        expected_offset = self.base_offset  # offsets only grow (compaction leaves gaps)
-        while position + HEADER_SIZE <= self.size:
-            relative = position - chunk_start
-            if relative + HEADER_SIZE > len(chunk):
-                chunk = os.pread(self.fd, SCAN_CHUNK_BYTES, position)
-                chunk_start, relative = position, 0
-                if len(chunk) < HEADER_SIZE:
-                    return stop("file shorter than its size")
-            header = parse_header(chunk, relative)
-            if header.magic != 2:
-                return stop(f"batch with magic {header.magic}")
-            if header.length < HEADER_SIZE - LOG_OVERHEAD:
-                return stop(f"batch with length {header.length}")
-            if position + header.size > self.size:
-                return stop(f"batch of {header.size} bytes running past the end of the file")
-            # A stale but intact batch (old bytes past the real end) is torn too:
-            # accepting it would move the log end offset backwards.
-            if header.base_offset < expected_offset or header.last_offset_delta < 0:
-                return stop(f"batch with offset {header.base_offset} below {expected_offset}")
-            expected_offset = header.next_offset
-            if crc_from_offset is not None and header.next_offset > crc_from_offset:
-                if relative + header.size <= len(chunk):
-                    intact = check_crc(chunk, header)
-                else:
-                    data = os.pread(self.fd, header.size, position)
-                    intact = len(data) == header.size and check_crc(data, parse_header(data))
-                if not intact:
-                    return stop(f"CRC mismatch in the batch at offset {header.base_offset}")
-            header.position = position
-            yield header
-            position += header.size
+        return scan_batches(self.fd, self.size, self.base_offset, position, crc_from_offset, result)
 
     def _rebuild_indexes(self, headers: list[BatchHeader]) -> None:
         self._index_offsets.clear()

@@ -1,0 +1,100 @@
+"""Damage in a real broker's data directory: a flipped byte in acknowledged data takes the
+partition offline (KAFKA_STORAGE_ERROR, an ERROR log, nothing cut) while the rest of the
+broker keeps serving; `onceflow log check` reports it and `--repair` cuts it with a
+quarantine copy. A torn tail after the recovery point is cut at start-up, loudly."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+from onceflow.log.batch import parse_header
+from onceflow.protocol.client import WireClient
+from onceflow.protocol.errors import ErrorCode
+from onceflow.testing import BrokerProcess
+from tests.integration.wire import create_topic, fetch, fetch_values, produce, record_batch
+
+
+def log_check(data_dir, *extra: str) -> subprocess.CompletedProcess[str]:
+    command = [sys.executable, "-m", "onceflow", "log", "check", "--data-dir", str(data_dir)]
+    return subprocess.run([*command, *extra], capture_output=True, text=True, timeout=60)
+
+
+def fill(broker: BrokerProcess, topic: str, partitions: int, count: int) -> None:
+    with WireClient(broker.bootstrap) as client:
+        assert create_topic(client, topic, partitions)[0] == 0
+        for number in range(count):
+            for partition in range(partitions):
+                code, _ = produce(client, topic, partition, record_batch([f"v{number}".encode()]))
+                assert code == 0
+
+
+def flip_byte_in_batch(path, batch_number: int) -> None:
+    data = bytearray(path.read_bytes())
+    position = 0
+    for _ in range(batch_number):
+        position += parse_header(data, position).size
+    data[position + parse_header(data, position).size - 1] ^= 0xFF
+    path.write_bytes(bytes(data))
+
+
+def test_a_flipped_byte_in_acknowledged_data_is_kept_offline_until_repaired(tmp_path):
+    broker = BrokerProcess(tmp_path / "data").start()
+    fill(broker, "rot", 2, 10)
+    broker.stop()  # a clean stop: the recovery point covers all ten batches
+    segment = tmp_path / "data" / "rot-0" / f"{0:020d}.log"
+    flip_byte_in_batch(segment, 3)
+    damaged_bytes = segment.read_bytes()
+
+    checked = log_check(tmp_path / "data")
+    assert checked.returncode == 1, checked.stdout + checked.stderr
+    assert "rot-0: damaged" in checked.stdout and "CRC mismatch in the batch at offset 3" in (
+        checked.stdout
+    )
+    assert "rot-1: ok" in checked.stdout
+
+    broker.start()
+    with WireClient(broker.bootstrap) as client:
+        assert len(fetch_values(client, "rot", 1)) == 10  # the other partition serves on
+        code, *_ = fetch(client, "rot", 0, 0)
+        assert code == ErrorCode.kafka_storage_error
+        code, _ = produce(client, "rot", 0, record_batch([b"more"]))
+        assert code == ErrorCode.kafka_storage_error
+    broker.stop()
+    assert segment.read_bytes() == damaged_bytes  # nothing was cut
+    assert "ERROR" in broker.log_path.read_text() and "rot-0 is offline" in (
+        broker.log_path.read_text()
+    )
+
+    repaired = log_check(tmp_path / "data", "--repair")
+    assert repaired.returncode == 0, repaired.stdout + repaired.stderr
+    assert "repaired: rot-0: ok" in repaired.stdout
+    (copy,) = (tmp_path / "data" / "quarantine" / "rot-0").glob("*.log")
+    assert damaged_bytes == segment.read_bytes() + copy.read_bytes()
+    broker.start()
+    with WireClient(broker.bootstrap) as client:
+        assert [v for _, v in fetch_values(client, "rot", 0)] == [b"v0", b"v1", b"v2"]
+        assert produce(client, "rot", 0, record_batch([b"after"])) == (0, 3)
+    broker.stop()
+
+
+def test_a_torn_tail_after_a_crash_is_cut_at_start_up_with_a_warning(tmp_path):
+    broker = BrokerProcess(tmp_path / "data").start()
+    fill(broker, "torn", 1, 5)
+    broker.kill()  # no clean stop: the recovery point is still where the topic began
+    segment = tmp_path / "data" / "torn-0" / f"{0:020d}.log"
+    whole = segment.read_bytes()
+    segment.write_bytes(whole[:-7])
+    checked = log_check(tmp_path / "data")
+    assert checked.returncode == 0 and "torn-0: torn tail" in checked.stdout
+    broker.start()
+    with WireClient(broker.bootstrap) as client:
+        assert [v for _, v in fetch_values(client, "torn", 0)] == [
+            f"v{n}".encode() for n in range(4)
+        ]
+    broker.stop()
+    log = broker.log_path.read_text()
+    assert ("WARNING" in log and "torn-0: incomplete batch" in log) or "running past" in log
+    assert "cut the tail after offset 3" in log
+    (copy,) = (tmp_path / "data" / "quarantine" / "torn-0").glob("*.log")
+    assert whole[:-7] == segment.read_bytes() + copy.read_bytes()
