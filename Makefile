@@ -7,7 +7,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 PYTEST_WORKERS ?= 2
 
-.PHONY: demo broker-demo test lint unit integration system-deps venv bench guarantees clean
+.PHONY: demo broker-demo test stress lint unit integration system-deps venv bench guarantees clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -32,6 +32,12 @@ broker-demo: venv
 test: venv system-deps
 	$(BIN)/ruff check src tests benchmarks examples
 	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist loadgroup -q
+
+# Long loops beyond what CI needs: 2,000 simulated power losses of a working broker.
+STRESS_POWER_LOSSES ?= 2000
+stress: venv system-deps
+	ONCEFLOW_POWER_LOSS_CYCLES=$(STRESS_POWER_LOSSES) $(BIN)/python -m pytest -q \
+		tests/integration/test_power_loss.py
 
 unit: venv
 	$(BIN)/python -m pytest -q tests/unit
