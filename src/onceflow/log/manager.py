@@ -100,10 +100,12 @@ class LogManager:
         return [partition for topic in self.topics.values() for partition in topic.partitions]
 
     def write_recovery_points(self) -> None:
-        """Record how far each partition is durable (Kafka's recovery-point checkpoint).
+        """Record how far each partition is durable (Kafka's recovery-point checkpoint)."""
+        write_recovery_point_file(self.data_dir / RECOVERY_POINT_FILE, self._current_points())
 
-        An offline partition keeps the point it was loaded with: its damage stays damage.
-        """
+    def _current_points(self) -> dict[tuple[str, int], int]:
+        """Each partition's durable offset; an offline one keeps the point it was loaded
+        with (its damage stays damage)."""
         for partition in self.all_partitions():
             if not partition.offline and not partition.deleted:
                 self._recovery_points[(partition.topic, partition.partition)] = (
@@ -112,7 +114,7 @@ class LogManager:
         live = {(p.topic, p.partition) for p in self.all_partitions()}
         points = {key: value for key, value in self._recovery_points.items() if key in live}
         self._recovery_points = points
-        write_recovery_point_file(self.data_dir / RECOVERY_POINT_FILE, points)
+        return dict(points)
 
     def _save_registry(self) -> None:
         registry = {
@@ -341,7 +343,9 @@ class LogManager:
         while True:
             await asyncio.sleep(interval)
             try:
-                await asyncio.to_thread(self.write_recovery_points)
+                points = self._current_points()  # on the loop; only the write is not
+                path = self.data_dir / RECOVERY_POINT_FILE
+                await asyncio.to_thread(write_recovery_point_file, path, points)
             except OSError as error:
                 log.warning("cannot write %s: %s", RECOVERY_POINT_FILE, error)
 
