@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import resource
 import signal
 import subprocess
 import sys
@@ -26,6 +27,8 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from onceflow.broker.process import BrokerProcess
+from onceflow.log.durability import JOURNAL_ENV
+from onceflow.log.power_loss import simulate_power_loss
 from onceflow.patterns.db import connect
 from onceflow.patterns.outbox import Outbox
 from onceflow.patterns.relay import Relay, RelayConfig
@@ -427,12 +430,35 @@ def fault_setting(
         yield env.bootstrap, lock_database, "database locked for 3 s (worker lock timeout 1 s)"
         return
     proxied = kind == "network_cut"
+    journal = cell_dir / "fsync-journal"
     broker = BrokerProcess(
         cell_dir / "broker",
         advertised_host="127.0.0.2" if proxied else None,
         log_path=cell_dir / "broker.log",
+        env={JOURNAL_ENV: str(journal)} if kind == "power_loss" else None,
     ).start()
     try:
+        if kind == "disk_full":
+
+            def fill_disk(process: subprocess.Popen) -> None:
+                resource.prlimit(broker.pid, resource.RLIMIT_FSIZE, (1, resource.RLIM_INFINITY))
+                release(process)
+                time.sleep(3)
+                resource.prlimit(broker.pid, resource.RLIMIT_FSIZE, (resource.RLIM_INFINITY,) * 2)
+
+            yield broker.bootstrap, fill_disk, "broker's files limited (EFBIG) for 3 s"
+            return
+        if kind == "power_loss":
+
+            def lose_power(process: subprocess.Popen) -> None:
+                release(process)
+                time.sleep(random.uniform(0.0, 0.02))  # the commit request is in flight
+                broker.kill()
+                simulate_power_loss(broker.data_dir, journal, random.Random())
+                broker.start()
+
+            yield broker.bootstrap, lose_power, "broker power loss (files cut to their last fsync)"
+            return
         if not proxied:
 
             def kill_broker(process: subprocess.Popen) -> None:
@@ -482,4 +508,6 @@ CELL_RUNNERS: dict[str, CellRunner] = {
     "broker_kill": run_fault,
     "database_unavailable": run_fault,
     "network_cut": run_fault,
+    "disk_full": run_fault,
+    "power_loss": run_fault,
 }

@@ -15,7 +15,9 @@ and its appendix on data loss) and the Karafka article on offsets in the databas
 transaction. The ``runner`` rows are onceflow's own ``Runner`` at each of its crash points
 (at-most-once and at-least-once are the baselines), ``relay`` is ``onceflow relay``,
 ``spark`` the exactly-once Spark sinks, ``fault`` the faults that are not a worker crash:
-a broker SIGKILL during a commit, the database unavailable for a while, a network cut.
+a broker SIGKILL during a commit, the database unavailable for a while, a network cut, the
+broker's disk full for a while, and a power loss of the broker (its files cut back to what
+it had fsynced).
 """
 
 from __future__ import annotations
@@ -38,7 +40,8 @@ class Cell:
     number: int | None = None  # the article's step number
     occurrence: int = 3  # SIGKILL the N-th time the step is reached
     quick: bool = False
-    fault: str = "sigkill"  # sigkill | broker_kill | database_unavailable | network_cut
+    # sigkill | broker_kill | database_unavailable | network_cut | disk_full | power_loss
+    fault: str = "sigkill"
 
 
 @dataclass(frozen=True)
@@ -329,7 +332,38 @@ FAULTS = (
     ),
 )
 
-SCENARIOS: tuple[Scenario, ...] = (*ARTICLE, *RUNNER, RELAY, *SPARK, *FAULTS)
+STORAGE_FAULTS = (
+    Scenario(
+        "fault/disk_full",
+        "Broker disk full for 3 s",
+        ("db", "topic"),
+        (
+            Cell("kafka_transactions:after_consume", "during produce and EndTxn",
+                 {"topic": OK}, fault="disk_full", quick=True),
+            Cell("kafka_transactions:after_send_offsets", "EndTxn in flight",
+                 {"topic": OK}, fault="disk_full"),
+            Cell("inbox:after_db_commit", "offset commit in flight",
+                 {"db": OK}, fault="disk_full"),
+        ),
+        exactly_once=True,
+    ),
+    Scenario(
+        "fault/power_loss",
+        "Broker power loss (files cut to their last fsync)",
+        ("db", "topic"),
+        (
+            Cell("kafka_transactions:after_send_offsets", "during a transaction's commit",
+                 {"topic": OK}, fault="power_loss", quick=True),
+            Cell("kafka_transactions:after_produce", "inside a Kafka transaction",
+                 {"topic": OK}, fault="power_loss"),
+            Cell("inbox:after_db_commit", "during an offset commit (group commit)",
+                 {"db": OK}, fault="power_loss"),
+        ),
+        exactly_once=True,
+    ),
+)
+
+SCENARIOS: tuple[Scenario, ...] = (*ARTICLE, *RUNNER, RELAY, *SPARK, *FAULTS, *STORAGE_FAULTS)
 
 
 def select(
