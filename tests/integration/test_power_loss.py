@@ -273,7 +273,7 @@ def test_power_loss_at_random_moments_loses_no_acknowledged_write(tmp_path):
     torn = 0
     for cycle in range(CYCLES):
         workload.running.set()
-        time.sleep(rng.uniform(0.02, 0.5))
+        time.sleep(rng.uniform(0.01, 0.3))
         broker.kill()
         workload.running.clear()
         torn += len(simulate_power_loss(broker.data_dir, broker.journal, rng).torn_files)
