@@ -16,6 +16,7 @@ from typing import Any
 
 from onceflow.spark.database_sink import DatabaseSinkDataSource, database_offsets
 from onceflow.spark.kafka_sink import KafkaSinkDataSource
+from onceflow.spark.registration import register_data_source
 from onceflow.spark.source import OnceflowDataSource
 
 __all__ = [
@@ -28,7 +29,11 @@ __all__ = [
 
 
 def register(spark: Any) -> None:
-    """Register every onceflow data source with ``spark`` (a SparkSession)."""
-    spark.dataSource.register(OnceflowDataSource)
-    spark.dataSource.register(DatabaseSinkDataSource)
-    spark.dataSource.register(KafkaSinkDataSource)
+    """Register every onceflow data source with ``spark`` (a SparkSession).
+
+    Use this rather than ``spark.dataSource.register``: it gives each source a thread-safe
+    environment map, without which queries that start together on one source can fail
+    (see ``onceflow.spark.registration``).
+    """
+    for source in (OnceflowDataSource, DatabaseSinkDataSource, KafkaSinkDataSource):
+        register_data_source(spark, source)

@@ -1,6 +1,6 @@
 """The ``onceflow`` Spark data source: Kafka topics as a streaming or batch DataFrame.
 
-``spark.dataSource.register(OnceflowDataSource)`` (or ``onceflow.spark.register(spark)``),
+``onceflow.spark.register(spark)`` (rather than ``spark.dataSource.register``, see docs/spark.md),
 then ``spark.readStream.format("onceflow")`` or ``spark.read.format("onceflow")`` with the
 options of Spark's Kafka connector. Planning (offsets, partitions) runs on the driver in
 a long-lived Python process; ``read()`` runs on executors in a fresh unpickled copy of the
