@@ -60,8 +60,9 @@ def chaos_command(
     for each step of its flow: run the worker on a real broker, SIGKILL it right after
     that step, restart it, and audit every output (REST calls, database rows, output
     topic) with `onceflow verify`. Also a broker SIGKILL during a commit, the database
-    unavailable for a while and a network cut. Prints the matrix next to the prediction
-    and exits 1 if any cell differs from it.
+    unavailable for a while, a network cut, the broker's disk full for a while and a
+    broker power loss (files cut back to their last fsync). Prints the matrix next to
+    the prediction and exits 1 if any cell differs from it.
     """
     from rich.console import Console
 
