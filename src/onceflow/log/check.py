@@ -30,7 +30,7 @@ from onceflow.log.manager import (
 )
 from onceflow.log.partition_log import PartitionLog
 from onceflow.log.recovery import QUARANTINE_DIR
-from onceflow.log.segment import SegmentScan, scan_batches
+from onceflow.log.segment import scan_file
 
 
 @dataclass
@@ -89,14 +89,9 @@ def check_segment(path: Path, crc_from_offset: int | None = 0) -> SegmentCheck:
     fd = os.open(path, os.O_RDONLY)
     try:
         size = os.fstat(fd).st_size
-        scan = SegmentScan()
-        for header in scan_batches(fd, size, base_offset, 0, crc_from_offset, scan):
-            scan.headers.append(header)
-            scan.valid_end = header.position + header.size
+        scan = scan_file(fd, size, base_offset, crc_from_offset)
     finally:
         os.close(fd)
-    if scan.problem is None and scan.valid_end < size:
-        scan.problem = "incomplete batch at the end of the file"
     end = scan.headers[-1].next_offset if scan.headers else base_offset
     return SegmentCheck(path, base_offset, size, len(scan.headers), end, scan.problem)
 

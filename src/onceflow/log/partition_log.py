@@ -345,16 +345,19 @@ class PartitionLog:
         return entries
 
     def _load_txn_indexes(self) -> list[AbortedTxn]:
-        self._drop_txn_entries_from(self.log_end_offset)
-        return [entry for path in self._txn_index_paths() for entry in self._read_txn_index(path)]
+        return self._drop_txn_entries_from(self.log_end_offset)
 
-    def _drop_txn_entries_from(self, end_offset: int) -> None:
-        """Remove index entries of transactions ending at or after ``end_offset`` (cut)."""
+    def _drop_txn_entries_from(self, end_offset: int) -> list[AbortedTxn]:
+        """Remove index entries of transactions ending at or after ``end_offset`` (cut);
+        return the entries kept."""
+        kept_everywhere = []
         for path in self._txn_index_paths():
             entries = self._read_txn_index(path)
             kept = [entry for entry in entries if entry.last_offset < end_offset]
             if len(kept) != len(entries) or path.stat().st_size % TXN_ENTRY.size:
                 write_atomically(path, b"".join(_pack_txn(entry) for entry in kept))
+            kept_everywhere += kept
+        return kept_everywhere
 
     def _write_txn_entry(self, txn: AbortedTxn) -> None:
         segment = self._segment_for(txn.last_offset)

@@ -7,7 +7,6 @@ held and the time of the cut, so an operator can inspect them with ``onceflow lo
 
 from __future__ import annotations
 
-import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -86,7 +85,3 @@ def quarantine_copy(quarantine: Path, name: str, source: Path, start: int) -> Pa
         sync_file(writer.fileno())
     sync_directory(directory)
     return target
-
-
-def file_size(path: Path) -> int:
-    return os.stat(path).st_size

@@ -107,6 +107,17 @@ def scan_batches(
         position += header.size
 
 
+def scan_file(fd: int, size: int, base_offset: int, crc_from_offset: int | None) -> SegmentScan:
+    """Every sound batch of a segment file from its start, and why the scan stopped."""
+    result = SegmentScan()
+    for header in scan_batches(fd, size, base_offset, 0, crc_from_offset, result):
+        result.headers.append(header)
+        result.valid_end = header.position + header.size
+    if result.problem is None and result.valid_end < size:
+        result.problem = "incomplete batch at the end of the file"
+    return result
+
+
 class LogSegment:
     def __init__(self, directory: Path, base_offset: int, index_interval_bytes: int) -> None:
         self.directory = directory
@@ -138,13 +149,7 @@ class LogSegment:
         Sizes, magic and offsets are always checked; CRCs only of batches that end after
         ``crc_from_offset`` (None: no CRC checks). The segment itself is not changed.
         """
-        result = SegmentScan()
-        for header in self._scan(0, crc_from_offset, result):
-            result.headers.append(header)
-            result.valid_end = header.position + header.size
-        if result.problem is None and result.valid_end < self.size:
-            result.problem = "incomplete batch at the end of the file"
-        return result
+        return scan_file(self.fd, self.size, self.base_offset, crc_from_offset)
 
     def load(self, scan: SegmentScan) -> None:
         """Take a scan's batches as the segment's content and rebuild the indexes."""
