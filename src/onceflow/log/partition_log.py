@@ -47,6 +47,7 @@ from onceflow.log.producer_state import (
     CompletedTxn,
     ProducerStateManager,
 )
+from onceflow.log.record_index import record_entries
 from onceflow.log.recovery import QUARANTINE_DIR, CutRegion, describe_region, quarantine_copy
 from onceflow.log.segment import CutBackFailed, LogSegment, SegmentScan
 from onceflow.protocol.errors import ErrorCode, KafkaError
@@ -739,27 +740,43 @@ class PartitionLog:
         return [txn for txn in self.aborted[first:] if txn.first_offset < end]
 
     def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
-        """First batch whose max timestamp is >= ``timestamp``: (offset, timestamp)."""
+        """First record at or after the log start with timestamp >= ``timestamp``.
+
+        Answers (offset, timestamp) of that record, as Kafka does; a batch whose records
+        cannot be read here (a codec other than gzip) answers for its first offset.
+        """
         self._check_online()
         for segment in self.segments:
             if segment.max_timestamp < timestamp:
                 continue
             for header in segment.headers_for_timestamp(timestamp):
-                if header.max_timestamp >= timestamp and header.next_offset > self.log_start_offset:
+                if header.max_timestamp < timestamp or header.next_offset <= self.log_start_offset:
+                    continue
+                entries = record_entries(segment.read(header.position, header.size), header)
+                if entries is None:
                     return max(header.base_offset, self.log_start_offset), header.max_timestamp
+                for entry in entries:
+                    if entry.timestamp >= timestamp and entry.offset >= self.log_start_offset:
+                        return entry.offset, entry.timestamp
         return None
 
     def offset_of_max_timestamp(self) -> tuple[int, int]:
+        """The first record holding the largest timestamp: (offset, timestamp), or (-1, -1)."""
         self._check_online()
-        best = (-1, -1)
+        best: tuple[LogSegment, BatchHeader] | None = None
         for segment in self.segments:
-            if segment.max_timestamp > best[1]:
+            if best is None or segment.max_timestamp > best[1].max_timestamp:
                 for header in segment.headers_from(segment.base_offset):
-                    if header.max_timestamp > best[1]:
-                        best = (header.last_offset, header.max_timestamp)
-        return best
-
-    # -- retention and deletion -----------------------------------------------------------
+                    if best is None or header.max_timestamp > best[1].max_timestamp:
+                        best = (segment, header)
+        if best is None:
+            return -1, -1
+        segment, header = best
+        entries = record_entries(segment.read(header.position, header.size), header) or []
+        for entry in entries:
+            if entry.timestamp == header.max_timestamp:
+                return entry.offset, entry.timestamp
+        return header.last_offset, header.max_timestamp
 
     def delete_records_before(self, offset: int) -> int:
         self._check_online()

@@ -37,13 +37,14 @@ async def list_offsets(ctx: RequestContext, request: Any) -> Any:
                     offset = visible
                 elif wanted.timestamp == EARLIEST:
                     offset = partition.log_start_offset
-                elif wanted.timestamp == MAX_TIMESTAMP:
-                    offset, timestamp = partition.offset_of_max_timestamp()
-                elif wanted.timestamp < 0:
-                    raise KafkaError(ErrorCode.invalid_request, "unknown special timestamp")
                 else:
-                    found = partition.offset_for_timestamp(wanted.timestamp)
-                    if found is not None and found[0] < visible:
+                    if wanted.timestamp == MAX_TIMESTAMP:
+                        found = partition.offset_of_max_timestamp()
+                    elif wanted.timestamp < 0:
+                        raise KafkaError(ErrorCode.invalid_request, "unknown special timestamp")
+                    else:
+                        found = partition.offset_for_timestamp(wanted.timestamp)
+                    if found is not None and 0 <= found[0] < visible:
                         offset, timestamp = found
             except KafkaError as error:
                 code = error.code

@@ -10,7 +10,8 @@ from typing import Any
 from onceflow.broker.context import NO_RESPONSE, Deferred, RequestContext
 from onceflow.broker.registry import handles
 from onceflow.log.batch import validate_produce_records
-from onceflow.protocol.codec import build, element
+from onceflow.log.record_index import record_entries
+from onceflow.protocol.codec import build, element, field_names
 from onceflow.protocol.errors import ErrorCode, KafkaError
 
 
@@ -20,6 +21,11 @@ async def produce(ctx: RequestContext, request: Any) -> Any:
     cls = ctx.response_class
     topic_cls = element(cls, "responses")
     partition_cls = element(topic_cls, "partition_responses")
+    error_cls = (
+        element(partition_cls, "record_errors")
+        if "record_errors" in field_names(partition_cls)
+        else None
+    )
     acks = request.acks
     waits: list[Wait] = []
     topics = []
@@ -28,6 +34,7 @@ async def produce(ctx: RequestContext, request: Any) -> Any:
         for data in topic_data.partition_data:
             code, message = ErrorCode.none, None
             base_offset, append_time, start_offset = -1, -1, -1
+            record_errors: list[tuple[int, str]] = []
             try:
                 if acks not in (0, 1, -1):
                     raise KafkaError(ErrorCode.invalid_required_acks, f"acks={acks} is invalid")
@@ -37,6 +44,10 @@ async def produce(ctx: RequestContext, request: Any) -> Any:
                 header = validate_produce_records(
                     data.records, partition.config["max.message.bytes"]
                 )
+                if partition.config.compacted:
+                    record_errors = _keyless_records(data.records, header, partition.name)
+                    if record_errors:
+                        raise KafkaError(ErrorCode.invalid_record, _summary(record_errors))
                 if header.is_transactional or request.transactional_id is not None:
                     transactions = getattr(broker, "transactions", None)
                     if transactions is None:
@@ -65,7 +76,11 @@ async def produce(ctx: RequestContext, request: Any) -> Any:
                     if append_time >= 0
                     else None,
                     log_start_offset=start_offset,
-                    record_errors=(),
+                    record_errors=tuple(
+                        build(error_cls, batch_index=index, batch_index_error_message=text)
+                        for index, text in record_errors
+                        if error_cls is not None
+                    ),
                     error_message=message,
                 )
             )
@@ -76,6 +91,28 @@ async def produce(ctx: RequestContext, request: Any) -> Any:
     if waits:
         return Deferred(_when_durable(waits, response, request.timeout.total_seconds()))
     return response
+
+
+def _keyless_records(records: bytes, header: Any, partition: str) -> list[tuple[int, str]]:
+    """Kafka's per-record errors for records without a key sent to a compacted topic."""
+    return [
+        (
+            entry.index,
+            f"Compacted topic cannot accept message without key in topic partition {partition}.",
+        )
+        for entry in record_entries(records, header) or ()
+        if not entry.has_key
+    ]
+
+
+def _summary(record_errors: list[tuple[int, str]]) -> str:
+    shown = ", ".join(
+        f"RecordError(batchIndex={index}, message='{text}')" for index, text in record_errors[:3]
+    )
+    return (
+        f"One or more records have been rejected due to {len(record_errors)} record errors in "
+        f"total, and only showing the first three errors at most: [{shown}]"
+    )
 
 
 Wait = tuple[int, int, "asyncio.Future[None]"]  # topic index, partition index, durable
