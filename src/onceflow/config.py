@@ -2,12 +2,20 @@
 
 from __future__ import annotations
 
+import dataclasses
+import logging
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
 from onceflow.protocol.errors import ErrorCode, KafkaError
 
+log = logging.getLogger(__name__)
+
 LONG_MAX = 2**63 - 1
+# Kafka 3.9's MetadataVersion strings ("0.10.0", "0.10.0.0", "2.8-IV1", "3.0-IV1", ...).
+MESSAGE_FORMAT_VERSION = r"(0\.(8|9|10|11)\.\d+(\.\d+)?|[1-3]\.\d+(\.\d+)?)(-IV\d+)?"
+THROTTLED_REPLICAS = r"\*|\d+:\d+"
 
 
 @dataclass(frozen=True, slots=True)
@@ -18,6 +26,7 @@ class ConfigKey:
     choices: tuple[str, ...] = ()
     minimum: float | None = None
     sensitive: bool = False
+    pattern: str | None = None  # each value (each item of a list) must match it whole
 
 
 def _keys(*keys: ConfigKey) -> dict[str, ConfigKey]:
@@ -26,23 +35,31 @@ def _keys(*keys: ConfigKey) -> dict[str, ConfigKey]:
 
 TOPIC_CONFIGS: dict[str, ConfigKey] = _keys(
     ConfigKey("cleanup.policy", "list", "delete", choices=("delete", "compact")),
+    ConfigKey("compression.gzip.level", "int", -1, minimum=-1),
+    ConfigKey("compression.lz4.level", "int", 9, minimum=1),
     ConfigKey(
         "compression.type",
         "string",
         "producer",
         choices=("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer"),
     ),
+    ConfigKey("compression.zstd.level", "int", 3, minimum=-131072),
     ConfigKey("delete.retention.ms", "long", 86_400_000, minimum=0),
     ConfigKey("file.delete.delay.ms", "long", 60_000, minimum=0),
     ConfigKey("flush.messages", "long", LONG_MAX, minimum=1),
     ConfigKey("flush.ms", "long", LONG_MAX, minimum=0),
+    ConfigKey("follower.replication.throttled.replicas", "list", "", pattern=THROTTLED_REPLICAS),
     ConfigKey("index.interval.bytes", "int", 4096, minimum=0),
+    ConfigKey("leader.replication.throttled.replicas", "list", "", pattern=THROTTLED_REPLICAS),
     ConfigKey("local.retention.bytes", "long", -2, minimum=-2),
     ConfigKey("local.retention.ms", "long", -2, minimum=-2),
     ConfigKey("max.compaction.lag.ms", "long", LONG_MAX, minimum=1),
     ConfigKey("max.message.bytes", "int", 1_048_588, minimum=0),
-    ConfigKey("message.timestamp.after.max.ms", "long", 3_600_000, minimum=0),
+    ConfigKey("message.downconversion.enable", "bool", True),
+    ConfigKey("message.format.version", "string", "3.0-IV1", pattern=MESSAGE_FORMAT_VERSION),
+    ConfigKey("message.timestamp.after.max.ms", "long", LONG_MAX, minimum=0),
     ConfigKey("message.timestamp.before.max.ms", "long", LONG_MAX, minimum=0),
+    ConfigKey("message.timestamp.difference.max.ms", "long", LONG_MAX, minimum=0),
     ConfigKey(
         "message.timestamp.type", "string", "CreateTime", choices=("CreateTime", "LogAppendTime")
     ),
@@ -50,6 +67,8 @@ TOPIC_CONFIGS: dict[str, ConfigKey] = _keys(
     ConfigKey("min.compaction.lag.ms", "long", 0, minimum=0),
     ConfigKey("min.insync.replicas", "int", 1, minimum=1),
     ConfigKey("preallocate", "bool", False),
+    ConfigKey("remote.log.copy.disable", "bool", False),
+    ConfigKey("remote.log.delete.on.disable", "bool", False),
     ConfigKey("remote.storage.enable", "bool", False),
     ConfigKey("retention.bytes", "long", -1),
     ConfigKey("retention.ms", "long", 604_800_000, minimum=-1),
@@ -58,6 +77,15 @@ TOPIC_CONFIGS: dict[str, ConfigKey] = _keys(
     ConfigKey("segment.jitter.ms", "long", 0, minimum=0),
     ConfigKey("segment.ms", "long", 604_800_000, minimum=1),
     ConfigKey("unclean.leader.election.enable", "bool", False),
+)
+
+# Accepted and shown as Kafka 3.9 does, with a warning: Kafka 4.0 removed them.
+DEPRECATED_TOPIC_CONFIGS = frozenset(
+    {
+        "message.downconversion.enable",
+        "message.format.version",
+        "message.timestamp.difference.max.ms",
+    }
 )
 
 BROKER_CONFIGS: dict[str, ConfigKey] = _keys(
@@ -90,13 +118,39 @@ BROKER_CONFIGS: dict[str, ConfigKey] = _keys(
     ConfigKey("producer.id.expiration.ms", "int", 86_400_000, minimum=1),
 )
 
-# Topic configs whose broker-wide default comes from a differently named broker key.
+# Topic configs whose broker-wide default comes from a broker key (Kafka's synonyms).
 TOPIC_DEFAULT_FROM_BROKER = {
-    "segment.bytes": "log.segment.bytes",
-    "retention.ms": "log.retention.ms",
-    "retention.bytes": "log.retention.bytes",
+    "cleanup.policy": "log.cleanup.policy",
+    "compression.type": "compression.type",
+    "delete.retention.ms": "log.cleaner.delete.retention.ms",
+    "file.delete.delay.ms": "log.segment.delete.delay.ms",
+    "index.interval.bytes": "log.index.interval.bytes",
+    "max.compaction.lag.ms": "log.cleaner.max.compaction.lag.ms",
     "max.message.bytes": "message.max.bytes",
+    "message.timestamp.after.max.ms": "log.message.timestamp.after.max.ms",
+    "message.timestamp.before.max.ms": "log.message.timestamp.before.max.ms",
+    "message.timestamp.type": "log.message.timestamp.type",
+    "min.cleanable.dirty.ratio": "log.cleaner.min.cleanable.ratio",
+    "min.compaction.lag.ms": "log.cleaner.min.compaction.lag.ms",
+    "min.insync.replicas": "min.insync.replicas",
+    "preallocate": "log.preallocate",
+    "retention.bytes": "log.retention.bytes",
+    "retention.ms": "log.retention.ms",
+    "segment.bytes": "log.segment.bytes",
+    "segment.index.bytes": "log.index.size.max.bytes",
+    "unclean.leader.election.enable": "unclean.leader.election.enable",
 }
+BROKER_CONFIGS.update(
+    {
+        broker_name: dataclasses.replace(TOPIC_CONFIGS[topic_name], name=broker_name)
+        for topic_name, broker_name in TOPIC_DEFAULT_FROM_BROKER.items()
+        if broker_name not in BROKER_CONFIGS
+    }
+)
+
+# Broker configs IncrementalAlterConfigs may change at runtime (Kafka's dynamic ones that
+# onceflow reads live: the topic defaults and the cleaner's pause).
+DYNAMIC_BROKER_CONFIGS = frozenset(TOPIC_DEFAULT_FROM_BROKER.values()) | {"log.cleaner.backoff.ms"}
 
 
 def parse_value(key: ConfigKey, raw: Any) -> Any:
@@ -129,15 +183,18 @@ def parse_value(key: ConfigKey, raw: Any) -> Any:
             ErrorCode.invalid_config,
             f"Invalid value {raw!r} for configuration {key.name}: must be at least {key.minimum:g}",
         )
-    if key.choices:
-        items = value.split(",") if key.kind == "list" else [value]
-        for item in items:
-            if item not in key.choices:
-                raise KafkaError(
-                    ErrorCode.invalid_config,
-                    f"Invalid value {raw!r} for configuration {key.name}: "
-                    f"must be one of {', '.join(key.choices)}",
-                )
+    items = [item for item in value.split(",") if item] if key.kind == "list" else [value]
+    for item in items:
+        if key.choices and item not in key.choices:
+            raise KafkaError(
+                ErrorCode.invalid_config,
+                f"Invalid value {raw!r} for configuration {key.name}: "
+                f"must be one of {', '.join(key.choices)}",
+            )
+        if key.pattern and not re.fullmatch(key.pattern, str(item)):
+            raise KafkaError(
+                ErrorCode.invalid_config, f"Invalid value {raw!r} for configuration {key.name}"
+            )
     return value
 
 
@@ -149,7 +206,11 @@ def render_value(value: Any) -> str:
 
 @dataclass
 class BrokerConfig:
-    values: dict[str, Any] = field(default_factory=dict)
+    values: dict[str, Any] = field(default_factory=dict)  # defaults and --config settings
+    static: set[str] = field(default_factory=set)  # the names given with --config
+    # Set at runtime (IncrementalAlterConfigs on BROKER): for this broker, and cluster-wide.
+    dynamic_broker: dict[str, Any] = field(default_factory=dict)
+    dynamic_default: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
     def from_strings(cls, overrides: dict[str, str]) -> BrokerConfig:
@@ -159,18 +220,40 @@ class BrokerConfig:
             if key is None:
                 raise KafkaError(ErrorCode.invalid_config, f"Unknown broker configuration {name}")
             config.values[name] = parse_value(key, raw)
+            config.static.add(name)
         return config
 
     def __getitem__(self, name: str) -> Any:
+        if name in self.dynamic_broker:
+            return self.dynamic_broker[name]
+        if name in self.dynamic_default:
+            return self.dynamic_default[name]
         return self.values[name]
 
     def topic_default(self, name: str) -> Any:
-        if name in self.values:  # a topic config given broker-wide, e.g. segment.bytes
-            return self.values[name]
+        if name in self.static and name not in BROKER_CONFIGS:
+            return self.values[name]  # a topic config given broker-wide, e.g. segment.bytes
         broker_key = TOPIC_DEFAULT_FROM_BROKER.get(name)
         if broker_key is not None:
-            return self.values[broker_key]
+            return self[broker_key]
         return TOPIC_CONFIGS[name].default
+
+
+def validate_dynamic_broker_configs(configs: dict[str, Any]) -> dict[str, Any]:
+    """Validate broker settings changed at runtime; INVALID_REQUEST as Kafka answers."""
+    fixed = sorted(name for name in configs if name not in DYNAMIC_BROKER_CONFIGS)
+    if fixed:
+        raise KafkaError(
+            ErrorCode.invalid_request,
+            f"Cannot update these configs dynamically: Set({', '.join(fixed)})",
+        )
+    typed = {}
+    for name, raw in configs.items():
+        try:
+            typed[name] = parse_value(BROKER_CONFIGS[name], raw)
+        except KafkaError as error:
+            raise KafkaError(ErrorCode.invalid_request, error.message) from None
+    return typed
 
 
 def validate_topic_configs(configs: dict[str, Any]) -> dict[str, Any]:
@@ -183,6 +266,11 @@ def validate_topic_configs(configs: dict[str, Any]) -> dict[str, Any]:
         if raw is None:
             raise KafkaError(ErrorCode.invalid_config, f"Null value for topic config {name}")
         typed[name] = parse_value(key, raw)
+        if name in DEPRECATED_TOPIC_CONFIGS:
+            log.warning(
+                "Topic configuration %s is deprecated (Kafka 4.0 removed it); accepted and ignored",
+                name,
+            )
     return typed
 
 

@@ -10,9 +10,24 @@ import uuid
 from collections.abc import Iterator
 
 import pytest
-from confluent_kafka import KafkaError, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
+from confluent_kafka import KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import (
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    ConfigSource,
+    NewTopic,
+    OffsetSpec,
+    ResourceType,
+)
+from kio.schema.incremental_alter_configs.v1.request import (
+    AlterableConfig,
+    AlterConfigsResource,
+    IncrementalAlterConfigsRequest,
+)
 from kio.schema.produce.v9.request import PartitionProduceData, ProduceRequest, TopicProduceData
+from kio.static.primitive import i8
 
 from onceflow.protocol.client import WireClient
 from onceflow.testing import BrokerProcess
@@ -45,6 +60,9 @@ def list_offset(admin: AdminClient, topic: str, spec: OffsetSpec) -> tuple[int, 
     partition = TopicPartition(topic, 0)
     info = admin.list_offsets({partition: spec})[partition].result(10)
     return info.offset, info.timestamp
+
+
+SET, DELETE = AlterConfigOpType.SET, AlterConfigOpType.DELETE
 
 
 # -- ListOffsets by timestamp: per record, not per batch ---------------------------------
@@ -105,3 +123,123 @@ def test_compacted_topic_names_each_keyless_record(broker, admin) -> None:
         f"Compacted topic cannot accept message without key in topic partition {topic}-0."
     )
     assert "2 record errors" in partition.error_message
+
+
+# -- topic configs as Kafka 3.9 has them ------------------------------------------------
+
+
+def describe(admin: AdminClient, kind: ResourceType, name: str) -> dict[str, ConfigEntry]:
+    resource = ConfigResource(kind, name)
+    return admin.describe_configs([resource])[resource].result(10)
+
+
+def alter(admin: AdminClient, kind: ResourceType, name: str, *entries: ConfigEntry) -> None:
+    resource = ConfigResource(kind, name, incremental_configs=list(entries))
+    admin.incremental_alter_configs([resource])[resource].result(10)
+
+
+def test_deprecated_topic_configs_are_accepted_and_listed(broker, admin) -> None:
+    topic = new_topic(
+        admin,
+        **{
+            "message.format.version": "0.10.0.0",
+            "message.timestamp.difference.max.ms": "60000",
+            "message.downconversion.enable": "false",
+        },
+    )
+    configs = describe(admin, ResourceType.TOPIC, topic)
+    assert configs["message.format.version"].value == "0.10.0.0"
+    assert configs["message.timestamp.difference.max.ms"].value == "60000"
+    assert configs["message.downconversion.enable"].value == "false"
+    for name in (
+        "leader.replication.throttled.replicas",
+        "follower.replication.throttled.replicas",
+    ):
+        assert configs[name].value == ""
+        assert configs[name].source == ConfigSource.DEFAULT_CONFIG.value
+    refused = NewTopic(f"{topic}-bad", 1, 1, config={"message.format.version": "banana"})
+    with pytest.raises(KafkaException) as failure:
+        admin.create_topics([refused])[refused.topic].result(10)
+    assert failure.value.args[0].code() == KafkaError.INVALID_CONFIG
+
+
+def test_subtracting_the_last_cleanup_policy_leaves_an_empty_list(broker, admin) -> None:
+    topic = new_topic(admin, **{"cleanup.policy": "compact"})
+    alter(
+        admin,
+        ResourceType.TOPIC,
+        topic,
+        ConfigEntry("cleanup.policy", "compact", incremental_operation=AlterConfigOpType.SUBTRACT),
+    )
+    assert describe(admin, ResourceType.TOPIC, topic)["cleanup.policy"].value == ""
+
+
+def test_describe_configs_answers_synonyms(broker, admin) -> None:
+    topic = new_topic(admin, **{"retention.ms": "3600000"})
+    entry = describe(admin, ResourceType.TOPIC, topic)["retention.ms"]
+    assert entry.source == ConfigSource.DYNAMIC_TOPIC_CONFIG.value
+    synonyms = {name: (s.value, s.source) for name, s in entry.synonyms.items()}
+    assert synonyms == {
+        "retention.ms": ("3600000", ConfigSource.DYNAMIC_TOPIC_CONFIG.value),
+        "log.retention.ms": ("604800000", ConfigSource.DEFAULT_CONFIG.value),
+    }
+
+
+# -- the broker resource ----------------------------------------------------------------
+
+
+def test_broker_configs_list_the_listeners(broker, admin) -> None:
+    configs = describe(admin, ResourceType.BROKER, "0")
+    assert configs["advertised.listeners"].value == f"PLAINTEXT://{broker.bootstrap}"
+    assert configs["advertised.listeners"].is_read_only
+    assert configs["node.id"].value == "0"
+    assert not configs["log.retention.ms"].is_read_only
+    assert configs["num.partitions"].is_read_only
+
+
+def op(name: str, value: str | None, operation: AlterConfigOpType = SET) -> ConfigEntry:
+    return ConfigEntry(name, value, incremental_operation=operation)
+
+
+def set_cluster_default(bootstrap: str, name: str, value: str) -> None:
+    """IncrementalAlterConfigs on the cluster-wide BROKER resource (""), which librdkafka
+    cannot name."""
+    with WireClient(bootstrap) as client:
+        response = client.request(
+            IncrementalAlterConfigsRequest,
+            validate_only=False,
+            resources=(
+                AlterConfigsResource(
+                    resource_type=i8(ResourceType.BROKER.value),
+                    resource_name="",
+                    configs=(AlterableConfig(name=name, config_operation=i8(0), value=value),),
+                ),
+            ),
+        )
+    assert [r.error_code for r in response.responses] == [0]
+
+
+def test_dynamic_broker_configs_apply_at_once_and_survive_a_restart(kafka_broker) -> None:
+    admin = AdminClient({"bootstrap.servers": kafka_broker.bootstrap, "log_level": 3})
+    topic = new_topic(admin)
+    retention = "log.retention.ms"
+    set_cluster_default(kafka_broker.bootstrap, retention, "7000")
+    alter(admin, ResourceType.BROKER, "0", op(retention, "5000"))
+    entry = describe(admin, ResourceType.TOPIC, topic)["retention.ms"]
+    assert (entry.value, entry.source) == ("5000", ConfigSource.DYNAMIC_BROKER_CONFIG.value)
+    with pytest.raises(KafkaException) as failure:
+        alter(
+            admin,
+            ResourceType.BROKER,
+            "0",
+            op("num.partitions", "3"),
+        )
+    assert failure.value.args[0].code() == KafkaError.INVALID_REQUEST
+
+    kafka_broker.restart(kill=True)
+    admin = AdminClient({"bootstrap.servers": kafka_broker.bootstrap, "log_level": 3})
+    entry = describe(admin, ResourceType.BROKER, "0")[retention]
+    assert (entry.value, entry.source) == ("5000", ConfigSource.DYNAMIC_BROKER_CONFIG.value)
+    alter(admin, ResourceType.BROKER, "0", op(retention, None, DELETE))
+    entry = describe(admin, ResourceType.TOPIC, topic)["retention.ms"]
+    assert (entry.value, entry.source) == ("7000", ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG.value)

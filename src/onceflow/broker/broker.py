@@ -10,6 +10,7 @@ import uuid
 from pathlib import Path
 
 import onceflow.broker.handlers  # noqa: F401  (registers every API handler)
+from onceflow.broker import dynamic_configs
 from onceflow.broker.connection import Connection
 from onceflow.broker.framing import FrameProtocol
 from onceflow.config import BrokerConfig
@@ -54,6 +55,7 @@ class Broker:
     async def start(self) -> None:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self.cluster_id = self._load_cluster_id()
+        dynamic_configs.load(self.data_dir, self.config)
         self.logs.load()
         self.producer_ids = ProducerIdManager(self.data_dir)
         self.logs.start()

@@ -35,21 +35,8 @@ import yaml
 from onceflow.config import BROKER_CONFIGS, TOPIC_CONFIGS, ConfigKey, parse_value, render_value
 from onceflow.protocol.errors import KafkaError
 
-# Topic configs real Kafka knows that onceflow's broker does not model; accepted in a spec
-# so the same file works against a Kafka cluster (onceflow's broker refuses them at apply).
-KAFKA_ONLY_TOPIC_CONFIGS: dict[str, ConfigKey] = {
-    key.name: key
-    for key in (
-        ConfigKey("follower.replication.throttled.replicas", "list", ""),
-        ConfigKey("leader.replication.throttled.replicas", "list", ""),
-        ConfigKey("message.downconversion.enable", "bool", True),
-        ConfigKey("message.format.version", "string", "3.0-IV1"),
-        ConfigKey("message.timestamp.difference.max.ms", "long", 2**63 - 1, minimum=0),
-        ConfigKey("remote.log.copy.disable", "bool", False),
-        ConfigKey("remote.log.delete.on.disable", "bool", False),
-    )
-}
-KNOWN_TOPIC_CONFIGS: dict[str, ConfigKey] = {**TOPIC_CONFIGS, **KAFKA_ONLY_TOPIC_CONFIGS}
+# The broker models every topic config of Kafka 3.9, so a spec accepts exactly those.
+KNOWN_TOPIC_CONFIGS: dict[str, ConfigKey] = TOPIC_CONFIGS
 
 INT_MAX = 2**31 - 1
 LONG_MIN, LONG_MAX = -(2**63), 2**63 - 1

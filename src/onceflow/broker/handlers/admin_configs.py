@@ -1,65 +1,37 @@
-"""DescribeConfigs, AlterConfigs, IncrementalAlterConfigs for topics (and broker reads)."""
+"""DescribeConfigs v1-4, AlterConfigs v0-2, IncrementalAlterConfigs v0-1: topics and the broker.
+
+Broker configs that Kafka changes at runtime and onceflow reads live (the topic defaults
+such as ``log.retention.ms``) can be set for this broker or cluster-wide; the others are
+refused with INVALID_REQUEST, as Kafka refuses its static ones.
+"""
 
 from __future__ import annotations
 
 import datetime
-from dataclasses import dataclass
 from typing import Any
 
+from onceflow.broker import dynamic_configs
+from onceflow.broker.config_description import (
+    CONFIG_TYPES,
+    describe_broker_configs,
+    describe_topic_configs,
+)
 from onceflow.broker.context import RequestContext
 from onceflow.broker.registry import handles
 from onceflow.config import (
     BROKER_CONFIGS,
     TOPIC_CONFIGS,
-    TopicConfig,
     render_value,
+    validate_dynamic_broker_configs,
     validate_topic_configs,
 )
-from onceflow.protocol.codec import build, element
+from onceflow.protocol.codec import build, element, field_names
 from onceflow.protocol.errors import ErrorCode, KafkaError
 
 RESOURCE_TOPIC = 2
 RESOURCE_BROKER = 4
-SOURCE_DYNAMIC_TOPIC = 1
-SOURCE_STATIC_BROKER = 4
-SOURCE_DEFAULT = 5
-CONFIG_TYPES = {"bool": 1, "string": 2, "int": 3, "long": 5, "double": 6, "list": 7}
 
 OP_SET, OP_DELETE, OP_APPEND, OP_SUBTRACT = 0, 1, 2, 3
-
-
-@dataclass(frozen=True, slots=True)
-class DescribedConfig:
-    name: str
-    value: str
-    source: int
-    kind: str
-
-
-def describe_topic_configs(config: TopicConfig, keys: Any) -> list[DescribedConfig]:
-    names = sorted(TOPIC_CONFIGS) if keys is None else [k for k in keys if k in TOPIC_CONFIGS]
-    return [
-        DescribedConfig(
-            name,
-            render_value(config[name]),
-            SOURCE_DYNAMIC_TOPIC if name in config.overrides else SOURCE_DEFAULT,
-            TOPIC_CONFIGS[name].kind,
-        )
-        for name in names
-    ]
-
-
-def describe_broker_configs(ctx: RequestContext, keys: Any) -> list[DescribedConfig]:
-    names = sorted(BROKER_CONFIGS) if keys is None else [k for k in keys if k in BROKER_CONFIGS]
-    return [
-        DescribedConfig(
-            name,
-            render_value(ctx.broker.config[name]),
-            SOURCE_STATIC_BROKER,
-            BROKER_CONFIGS[name].kind,
-        )
-        for name in names
-    ]
 
 
 @handles(32, 1, 4)
@@ -67,17 +39,19 @@ async def describe_configs(ctx: RequestContext, request: Any) -> Any:
     cls = ctx.response_class
     result_cls = element(cls, "results")
     config_cls = element(result_cls, "configs")
+    synonym_cls = element(config_cls, "synonyms") if "synonyms" in field_names(config_cls) else None
+    with_synonyms = getattr(request, "include_synonyms", False) and synonym_cls is not None
     results = []
     for resource in request.resources:
         code, message, described = ErrorCode.none, None, []
         try:
+            keys = resource.configuration_keys
             if resource.resource_type == RESOURCE_TOPIC:
                 topic = ctx.broker.logs.get_topic(resource.resource_name)
-                described = describe_topic_configs(topic.config, resource.configuration_keys)
+                described = describe_topic_configs(topic.config, keys)
             elif resource.resource_type == RESOURCE_BROKER:
-                if resource.resource_name not in ("", str(ctx.broker.node_id)):
-                    raise KafkaError(ErrorCode.invalid_request, "unknown broker id")
-                described = describe_broker_configs(ctx, resource.configuration_keys)
+                _broker_layer(ctx, resource.resource_name)
+                described = describe_broker_configs(ctx.broker, keys)
             else:
                 raise KafkaError(ErrorCode.invalid_request, "unsupported resource type")
         except KafkaError as error:
@@ -94,10 +68,15 @@ async def describe_configs(ctx: RequestContext, request: Any) -> Any:
                         config_cls,
                         name=entry.name,
                         value=entry.value,
-                        read_only=entry.source == SOURCE_STATIC_BROKER,
+                        read_only=entry.read_only,
                         config_source=entry.source,
                         is_sensitive=False,
-                        synonyms=(),
+                        synonyms=tuple(
+                            build(synonym_cls, name=s.name, value=s.value, source=s.source)
+                            for s in entry.synonyms
+                        )
+                        if with_synonyms
+                        else (),
                         config_type=CONFIG_TYPES[entry.kind],
                         documentation=None,
                     )
@@ -108,6 +87,15 @@ async def describe_configs(ctx: RequestContext, request: Any) -> Any:
     return build(cls, throttle_time=datetime.timedelta(0), results=tuple(results))
 
 
+def _broker_layer(ctx: RequestContext, resource_name: str) -> dict[str, Any]:
+    """The runtime settings a BROKER resource names: this broker's, or the cluster's ("")."""
+    if resource_name == dynamic_configs.CLUSTER_DEFAULT:
+        return ctx.broker.config.dynamic_default
+    if resource_name == str(ctx.broker.node_id):
+        return ctx.broker.config.dynamic_broker
+    raise KafkaError(ErrorCode.invalid_request, f"Unexpected broker id {resource_name!r}")
+
+
 def _alter(ctx: RequestContext, request: Any, compute: Any) -> Any:
     cls = ctx.response_class
     result_cls = element(cls, "responses")
@@ -116,16 +104,17 @@ def _alter(ctx: RequestContext, request: Any, compute: Any) -> Any:
         code, message = ErrorCode.none, None
         try:
             if resource.resource_type == RESOURCE_BROKER:
-                raise KafkaError(
-                    ErrorCode.invalid_request,
-                    "dynamic broker configuration is not supported; restart with --config",
+                _alter_broker(ctx, resource, compute, request.validate_only)
+            elif resource.resource_type == RESOURCE_TOPIC:
+                topic = ctx.broker.logs.get_topic(resource.resource_name)
+                current = {name: render_value(v) for name, v in topic.config.overrides.items()}
+                overrides = validate_topic_configs(
+                    compute(current, resource.configs, TOPIC_CONFIGS, "topic")
                 )
-            if resource.resource_type != RESOURCE_TOPIC:
+                if not request.validate_only:
+                    ctx.broker.logs.set_topic_configs(topic.name, overrides)
+            else:
                 raise KafkaError(ErrorCode.invalid_request, "unsupported resource type")
-            topic = ctx.broker.logs.get_topic(resource.resource_name)
-            overrides = validate_topic_configs(compute(topic.config, resource.configs))
-            if not request.validate_only:
-                ctx.broker.logs.set_topic_configs(topic.name, overrides)
         except KafkaError as error:
             code, message = error.code, error.message
         results.append(
@@ -140,9 +129,30 @@ def _alter(ctx: RequestContext, request: Any, compute: Any) -> Any:
     return build(cls, throttle_time=datetime.timedelta(0), responses=tuple(results))
 
 
+def _alter_broker(ctx: RequestContext, resource: Any, compute: Any, validate_only: bool) -> None:
+    layer = _broker_layer(ctx, resource.resource_name)
+    current = {name: render_value(value) for name, value in layer.items()}
+    try:
+        wanted = compute(current, resource.configs, BROKER_CONFIGS, "broker")
+    except KafkaError as error:
+        raise KafkaError(ErrorCode.invalid_request, error.message) from None
+    typed = validate_dynamic_broker_configs(wanted)
+    if validate_only:
+        return
+    previous = dict(layer)
+    layer.clear()
+    layer.update(typed)
+    try:
+        dynamic_configs.save(ctx.broker.data_dir, ctx.broker.config)
+    except OSError as error:
+        layer.clear()
+        layer.update(previous)
+        raise KafkaError(ErrorCode.kafka_storage_error, f"cannot save: {error}") from None
+
+
 @handles(33, 0, 2)
 async def alter_configs(ctx: RequestContext, request: Any) -> Any:
-    def replace_all(config: TopicConfig, entries: Any) -> dict[str, Any]:
+    def replace_all(current: dict, entries: Any, known: dict, kind: str) -> dict[str, Any]:
         return {entry.name: entry.value for entry in entries}
 
     return _alter(ctx, request, replace_all)
@@ -150,32 +160,35 @@ async def alter_configs(ctx: RequestContext, request: Any) -> Any:
 
 @handles(44, 0, 1)
 async def incremental_alter_configs(ctx: RequestContext, request: Any) -> Any:
-    def apply_operations(config: TopicConfig, entries: Any) -> dict[str, Any]:
-        overrides = {name: render_value(value) for name, value in config.overrides.items()}
+    def apply_operations(current: dict, entries: Any, known: dict, kind: str) -> dict[str, Any]:
+        values = dict(current)
         for entry in entries:
-            if entry.name not in TOPIC_CONFIGS:
+            key = known.get(entry.name)
+            if key is None:
                 raise KafkaError(
-                    ErrorCode.invalid_config, f"Unknown topic config name: {entry.name}"
+                    ErrorCode.invalid_config, f"Unknown {kind} config name: {entry.name}"
                 )
             operation = entry.config_operation
             if operation == OP_SET:
-                overrides[entry.name] = entry.value
+                values[entry.name] = entry.value
             elif operation == OP_DELETE:
-                overrides.pop(entry.name, None)
+                values.pop(entry.name, None)
             elif operation in (OP_APPEND, OP_SUBTRACT):
-                if TOPIC_CONFIGS[entry.name].kind != "list":
+                if key.kind != "list":
                     raise KafkaError(
-                        ErrorCode.invalid_config, f"{entry.name} is not a list configuration"
+                        ErrorCode.invalid_request,
+                        f"Config value append is not allowed for config key: {entry.name}",
                     )
-                current = [v for v in render_value(config[entry.name]).split(",") if v]
+                items = values.get(entry.name, render_value(key.default))
+                now = [v for v in str(items).split(",") if v]
                 given = [v.strip() for v in (entry.value or "").split(",") if v.strip()]
                 if operation == OP_APPEND:
-                    current += [v for v in given if v not in current]
+                    now += [v for v in given if v not in now]
                 else:
-                    current = [v for v in current if v not in given]
-                overrides[entry.name] = ",".join(current)
+                    now = [v for v in now if v not in given]
+                values[entry.name] = ",".join(now)
             else:
                 raise KafkaError(ErrorCode.invalid_request, f"unknown operation {operation}")
-        return overrides
+        return values
 
     return _alter(ctx, request, apply_operations)

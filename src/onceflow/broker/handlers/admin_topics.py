@@ -5,8 +5,8 @@ from __future__ import annotations
 import datetime
 from typing import Any
 
+from onceflow.broker.config_description import describe_topic_configs
 from onceflow.broker.context import RequestContext
-from onceflow.broker.handlers.admin_configs import describe_topic_configs
 from onceflow.broker.registry import handles
 from onceflow.protocol.codec import build, element, field_names
 from onceflow.protocol.errors import ErrorCode, KafkaError
