@@ -10,7 +10,7 @@ import uuid
 from collections.abc import Iterator
 
 import pytest
-from confluent_kafka import KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import (
     AdminClient,
     AlterConfigOpType,
@@ -243,3 +243,53 @@ def test_dynamic_broker_configs_apply_at_once_and_survive_a_restart(kafka_broker
     alter(admin, ResourceType.BROKER, "0", op(retention, None, DELETE))
     entry = describe(admin, ResourceType.TOPIC, topic)["retention.ms"]
     assert (entry.value, entry.source) == ("7000", ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG.value)
+
+
+# -- static members expire on their own session timeout ----------------------------------
+
+
+def group_state(admin: AdminClient, group: str) -> tuple[str, int]:
+    (description,) = (admin.describe_consumer_groups([group])[group].result(10),)
+    return description.state.name, len(description.members)
+
+
+def test_static_members_expire_after_their_own_session_timeout(broker, admin) -> None:
+    topic = new_topic(admin, partitions=3)
+    group = f"static-{uuid.uuid4().hex[:8]}"
+    consumers = [
+        Consumer(
+            {
+                "bootstrap.servers": broker.bootstrap,
+                "group.id": group,
+                "group.instance.id": f"instance-{index}",
+                "session.timeout.ms": 2000 + 1000 * index,
+                "heartbeat.interval.ms": 100,
+                "log_level": 3,
+            }
+        )
+        for index in range(3)
+    ]
+    for consumer in consumers:
+        consumer.subscribe([topic])
+    deadline = time.monotonic() + 30
+    while group_state(admin, group) != ("STABLE", 3):
+        assert time.monotonic() < deadline, group_state(admin, group)
+        for consumer in consumers:
+            consumer.poll(0.05)
+    settle = time.monotonic() + 1
+    while time.monotonic() < settle:
+        for consumer in consumers:
+            consumer.poll(0.05)
+    closed = time.monotonic()
+    for consumer in consumers:
+        consumer.close()
+    members_over_time = []
+    while time.monotonic() - closed < 5:
+        members_over_time.append(
+            (round(time.monotonic() - closed, 2), group_state(admin, group)[1])
+        )
+        time.sleep(0.1)
+    gone = {count: min(t for t, c in members_over_time if c <= count) for count in (2, 1, 0)}
+    assert 1.7 <= gone[2] <= 2.5 and 2.7 <= gone[1] <= 3.5 and 3.7 <= gone[0] <= 4.5, gone
+    result = admin.delete_consumer_groups([group])[group].result(10)
+    assert result is None
