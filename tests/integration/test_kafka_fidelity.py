@@ -293,3 +293,27 @@ def test_static_members_expire_after_their_own_session_timeout(broker, admin) ->
     assert 1.7 <= gone[2] <= 2.5 and 2.7 <= gone[1] <= 3.5 and 3.7 <= gone[0] <= 4.5, gone
     result = admin.delete_consumer_groups([group])[group].result(10)
     assert result is None
+
+
+# -- acks=1: acknowledged means visible -------------------------------------------------
+
+
+def test_acks_1_answers_once_the_high_watermark_covers_the_batch(broker, admin) -> None:
+    """Under log.flush.policy=always the high watermark is the fsynced offset; a one-replica
+    Kafka has moved it by the time it answers acks=1, so onceflow answers acks=1 after the
+    fsync too (the power-loss promise stays: nothing visible is ever taken back)."""
+    topic = new_topic(admin)
+    producer = Producer({"bootstrap.servers": broker.bootstrap, "acks": 1, "linger.ms": 0})
+    acknowledged: list[int] = []
+    behind = []
+    for attempt in range(30):
+        producer.produce(
+            topic,
+            value=bytes(200_000),
+            on_delivery=lambda err, msg: acknowledged.append(msg.offset()),
+        )
+        producer.flush(10)
+        latest = list_offset(admin, topic, OffsetSpec.latest())[0]
+        if latest <= acknowledged[-1]:
+            behind.append((attempt, acknowledged[-1], latest))
+    assert behind == []

@@ -59,7 +59,7 @@ async def produce(ctx: RequestContext, request: Any) -> Any:
                 base_offset = result.base_offset
                 append_time = result.log_append_time
                 start_offset = partition.log_start_offset
-                if acks == -1:
+                if acks != 0:  # one replica: acks=1 and acks=all both wait for the watermark
                     wait = partition.wait_durable(result.last_offset + 1)
                     waits.append((len(topics), len(partitions), wait))
             except KafkaError as error:
