@@ -21,15 +21,20 @@ from confluent_kafka.admin import (
     OffsetSpec,
     ResourceType,
 )
+from kafka import KafkaConsumer
+from kafka import TopicPartition as KafkaTopicPartition
 from kio.schema.incremental_alter_configs.v1.request import (
     AlterableConfig,
     AlterConfigsResource,
     IncrementalAlterConfigsRequest,
 )
 from kio.schema.produce.v9.request import PartitionProduceData, ProduceRequest, TopicProduceData
-from kio.static.primitive import i8
+from kio.static.primitive import i8, i32, i64
 
 from onceflow.protocol.client import WireClient
+from onceflow.protocol.legacy.list_offsets_v0 import ListOffsetsPartition as ListOffsetsPartitionV0
+from onceflow.protocol.legacy.list_offsets_v0 import ListOffsetsRequest as ListOffsetsRequestV0
+from onceflow.protocol.legacy.list_offsets_v0 import ListOffsetsTopic as ListOffsetsTopicV0
 from onceflow.testing import BrokerProcess
 from tests.integration.wire import record_batch
 
@@ -317,3 +322,41 @@ def test_acks_1_answers_once_the_high_watermark_covers_the_batch(broker, admin) 
         if latest <= acknowledged[-1]:
             behind.append((attempt, acknowledged[-1], latest))
     assert behind == []
+
+
+# -- ListOffsets v0 ---------------------------------------------------------------------
+
+
+def test_list_offsets_v0_for_clients_of_old_brokers(broker, admin) -> None:
+    """kafka-python told it talks to Kafka 0.10.0 sends ListOffsets v0, as Burrow does."""
+    topic = new_topic(admin, partitions=2)
+    producer = Producer({"bootstrap.servers": broker.bootstrap})
+    for index in range(5):
+        producer.produce(topic, value=b"x", partition=index % 2)
+    assert producer.flush(10) == 0
+    consumer = KafkaConsumer(bootstrap_servers=broker.bootstrap, api_version=(0, 10, 0))
+    try:
+        partitions = [KafkaTopicPartition(topic, 0), KafkaTopicPartition(topic, 1)]
+        assert consumer.end_offsets(partitions) == {partitions[0]: 3, partitions[1]: 2}
+        assert consumer.beginning_offsets(partitions) == {partitions[0]: 0, partitions[1]: 0}
+    finally:
+        consumer.close()
+    request = ListOffsetsRequestV0(
+        replica_id=i32(-1),
+        topics=(
+            ListOffsetsTopicV0(
+                name=topic,
+                partitions=(
+                    ListOffsetsPartitionV0(
+                        partition_index=i32(0), timestamp=i64(-1), max_num_offsets=i32(5)
+                    ),
+                    ListOffsetsPartitionV0(partition_index=i32(7), timestamp=i64(-1)),
+                ),
+            ),
+        ),
+    )
+    with WireClient(broker.bootstrap) as client:
+        response = client.request(request)
+    found, missing = response.topics[0].partitions
+    assert (found.error_code, found.old_style_offsets) == (0, (3, 0))
+    assert missing.error_code == KafkaError.UNKNOWN_TOPIC_OR_PART

@@ -760,6 +760,30 @@ class PartitionLog:
                         return entry.offset, entry.timestamp
         return None
 
+    def legacy_offsets_before(self, timestamp: int, max_count: int) -> list[int]:
+        """ListOffsets v0: segment start offsets (and the log end) whose segment was last
+        written at or before ``timestamp``, newest first, as Kafka's legacy lookup answers.
+
+        -1 (latest) starts from the log end, -2 (earliest) from the log start.
+        """
+        self._check_online()
+        candidates = [
+            (max(segment.base_offset, self.log_start_offset), segment.last_modified_ms())
+            for segment in self.segments
+        ]
+        if self.active.size > 0:
+            candidates.append((self.log_end_offset, int(time.time() * 1000)))
+        if timestamp == -1:
+            start = len(candidates) - 1
+        elif timestamp == -2:
+            start = 0
+        else:
+            start = len(candidates) - 1
+            while start >= 0 and candidates[start][1] > timestamp:
+                start -= 1
+        chosen = [candidates[index][0] for index in range(start, -1, -1)][: max(max_count, 0)]
+        return sorted(chosen, reverse=True)
+
     def offset_of_max_timestamp(self) -> tuple[int, int]:
         """The first record holding the largest timestamp: (offset, timestamp), or (-1, -1)."""
         self._check_online()

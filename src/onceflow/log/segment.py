@@ -273,6 +273,9 @@ class LogSegment:
     def read(self, position: int, size: int) -> bytes:
         return os.pread(self.fd, size, position)
 
+    def last_modified_ms(self) -> int:
+        return int(os.fstat(self.fd).st_mtime * 1000)
+
     def headers_from(self, offset: int) -> Iterator[BatchHeader]:
         """Headers of the batches that end at or after ``offset``, in order."""
         index = bisect.bisect_right(self._index_offsets, offset) - 1

@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import functools
+import importlib
 import io
 import logging
 import struct
@@ -51,15 +52,22 @@ def api_name(api_key: int) -> str:
     return api_key_map.get(api_key, f"api_{api_key}")
 
 
+LEGACY_SCHEMAS = {(2, 0): "onceflow.protocol.legacy.list_offsets_v0"}
+
+
 @functools.cache
 def _entity_class(api_key: int, version: int, entity_type: EntityType) -> type | None:
+    legacy = LEGACY_SCHEMAS.get((api_key, version))
     name = api_key_map.get(api_key)
-    if name is None:
+    if legacy is not None:
+        module = importlib.import_module(legacy)
+    elif name is None:
         return None
-    try:
-        module = load_entity_module(name, version, entity_type)
-    except Exception:  # kio raises UnknownEntity for versions it does not model
-        return None
+    else:
+        try:
+            module = load_entity_module(name, version, entity_type)
+        except Exception:  # kio raises UnknownEntity for versions it does not model
+            return None
     for value in vars(module).values():
         if (
             isinstance(value, type)

@@ -1,4 +1,8 @@
-"""ListOffsets: earliest, latest (the LSO under read_committed), max timestamp, by time."""
+"""ListOffsets v0-7: earliest, latest (the LSO under read_committed), max timestamp, by time.
+
+v0 (dropped by Kafka 4.0, still sent by sarama-based tools such as Burrow) answers a list
+of segment start offsets, as Kafka 3.x does.
+"""
 
 from __future__ import annotations
 
@@ -16,8 +20,13 @@ MAX_TIMESTAMP = -3
 READ_COMMITTED = 1
 
 
-@handles(2, 1, 7)
+CONSUMER_REPLICA_ID = -1
+
+
+@handles(2, 0, 7)
 async def list_offsets(ctx: RequestContext, request: Any) -> Any:
+    if ctx.version == 0:
+        return _legacy_list_offsets(ctx, request)
     logs = ctx.broker.logs
     cls = ctx.response_class
     topic_cls = element(cls, "topics")
@@ -60,3 +69,33 @@ async def list_offsets(ctx: RequestContext, request: Any) -> Any:
             )
         topics.append(build(topic_cls, name=topic.name, partitions=tuple(partitions)))
     return build(cls, throttle_time=datetime.timedelta(0), topics=tuple(topics))
+
+
+def _legacy_list_offsets(ctx: RequestContext, request: Any) -> Any:
+    cls = ctx.response_class
+    topic_cls = element(cls, "topics")
+    partition_cls = element(topic_cls, "partitions")
+    topics = []
+    for topic in request.topics:
+        partitions = []
+        for wanted in topic.partitions:
+            code, offsets = ErrorCode.none, []
+            try:
+                partition = ctx.broker.logs.partition(topic.name, wanted.partition_index)
+                offsets = partition.legacy_offsets_before(wanted.timestamp, wanted.max_num_offsets)
+                high_watermark = partition.high_watermark
+                if request.replica_id == CONSUMER_REPLICA_ID and any(
+                    offset > high_watermark for offset in offsets
+                ):
+                    offsets = [high_watermark] + [o for o in offsets if o <= high_watermark]
+            except KafkaError as error:
+                code = error.code
+            partitions.append(
+                partition_cls(
+                    partition_index=wanted.partition_index,
+                    error_code=code,
+                    old_style_offsets=tuple(offsets),
+                )
+            )
+        topics.append(topic_cls(name=topic.name, partitions=tuple(partitions)))
+    return cls(topics=tuple(topics))
