@@ -154,6 +154,12 @@ class LogManager:
             raise KafkaError(ErrorCode.unknown_topic_or_partition, f"unknown topic {name}")
         return topic
 
+    def topic_by_id(self, topic_id: uuid.UUID | None) -> Topic:
+        for topic in self.topics.values():
+            if topic.topic_id == topic_id:
+                return topic
+        raise KafkaError(ErrorCode.unknown_topic_id, f"unknown topic id {topic_id}")
+
     def partition(self, topic_name: str, number: int) -> PartitionLog:
         topic = self.get_topic(topic_name)
         if number < 0 or number >= len(topic.partitions):

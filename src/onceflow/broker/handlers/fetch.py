@@ -1,4 +1,6 @@
-"""Fetch: stored batches up to the high watermark (or the LSO for read_committed).
+"""Fetch v4-17: stored batches up to the high watermark (or the LSO for read_committed).
+
+From v13 on topics are named by their id (KIP-516); an unknown id answers UNKNOWN_TOPIC_ID.
 
 Long-polls until ``min_bytes`` are available or ``max_wait`` passes. Fetch sessions
 (KIP-227) are not kept: every response carries session id 0, which makes clients send full
@@ -21,7 +23,7 @@ from onceflow.protocol.errors import ErrorCode, KafkaError
 READ_COMMITTED = 1
 
 
-@handles(1, 4, 12)
+@handles(1, 4, 17)
 async def fetch(ctx: RequestContext, request: Any) -> Any:
     deadline = time.monotonic() + request.max_wait.total_seconds()
     while True:
@@ -50,13 +52,16 @@ def _read_all(ctx: RequestContext, request: Any) -> tuple[Any, int, list[Partiti
     topics = []
     for topic in request.topics:
         partitions = []
+        name, id_error = _topic_name(logs, topic)
         for wanted in topic.partitions:
             code = ErrorCode.none
             records: bytes | None = None
             high_watermark = stable = start = -1
             aborted = None
             try:
-                partition = logs.partition(topic.topic, wanted.partition)
+                if id_error is not None:
+                    raise id_error
+                partition = logs.partition(name, wanted.partition)
                 high_watermark = partition.high_watermark
                 stable = partition.last_stable_offset
                 start = partition.log_start_offset
@@ -91,7 +96,14 @@ def _read_all(ctx: RequestContext, request: Any) -> tuple[Any, int, list[Partiti
                     records=records if records is not None else b"",
                 )
             )
-        topics.append(build(topic_cls, topic=topic.topic, partitions=tuple(partitions)))
+        topics.append(
+            build(
+                topic_cls,
+                topic=name,
+                topic_id=getattr(topic, "topic_id", None),
+                partitions=tuple(partitions),
+            )
+        )
     response = build(
         cls,
         throttle_time=datetime.timedelta(0),
@@ -100,3 +112,13 @@ def _read_all(ctx: RequestContext, request: Any) -> tuple[Any, int, list[Partiti
         responses=tuple(topics),
     )
     return response, total, watched
+
+
+def _topic_name(logs: Any, topic: Any) -> tuple[str, KafkaError | None]:
+    """The name a fetched topic stands for (v13+ give only its id)."""
+    if hasattr(topic, "topic"):
+        return topic.topic, None
+    try:
+        return logs.topic_by_id(topic.topic_id).name, None
+    except KafkaError as error:
+        return "", error

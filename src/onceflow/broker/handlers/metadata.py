@@ -1,4 +1,5 @@
-"""Metadata: one broker (this one) leading every partition; optional auto-creation."""
+"""Metadata v1-12: one broker (this one) leading every partition; optional auto-creation;
+topics asked for by id (v10+) as well as by name."""
 
 from __future__ import annotations
 
@@ -65,6 +66,13 @@ async def metadata(ctx: RequestContext, request: Any) -> Any:
     else:
         for wanted in request.topics:
             name = wanted.name
+            if name is None:  # v10+: asked for by topic id
+                try:
+                    topic = broker.logs.topic_by_id(getattr(wanted, "topic_id", None))
+                    topics.append(describe(topic.name, topic, ErrorCode.none))
+                except KafkaError as error:
+                    topics.append(_unknown_id(topic_cls, wanted.topic_id, error.code))
+                continue
             try:
                 topic = broker.logs.topics.get(name)
                 if topic is None:
@@ -91,4 +99,16 @@ async def metadata(ctx: RequestContext, request: Any) -> Any:
         controller_id=broker.node_id,
         topics=tuple(topics),
         cluster_authorized_operations=NO_AUTHORIZED_OPERATIONS,
+    )
+
+
+def _unknown_id(topic_cls: type, topic_id: Any, code: ErrorCode) -> Any:
+    return build(
+        topic_cls,
+        error_code=code,
+        name=None,
+        topic_id=topic_id,
+        is_internal=False,
+        partitions=(),
+        topic_authorized_operations=NO_AUTHORIZED_OPERATIONS,
     )
