@@ -10,10 +10,12 @@ from onceflow.broker.handlers import (  # noqa: F401
     find_coordinator,
     groups,
     list_offsets,
+    log_dirs,
     metadata,
     offsets,
     produce,
     producer_id,
+    replicas,
     transaction_admin,
     transactions,
 )

@@ -1,4 +1,4 @@
-"""CreateTopics, DeleteTopics, CreatePartitions."""
+"""CreateTopics v2-7, DeleteTopics v1-6, CreatePartitions v0-3."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""ApiVersions: the versions of every API this broker implements."""
+"""ApiVersions v0-3: the versions of every API this broker implements."""
 
 from __future__ import annotations
 

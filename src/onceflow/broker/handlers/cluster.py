@@ -1,4 +1,4 @@
-"""DescribeCluster: the single node."""
+"""DescribeCluster v0-1: the single node, and (when asked) the cluster operations allowed."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ import datetime
 from typing import Any
 
 from onceflow.broker.context import RequestContext
+from onceflow.broker.operations import CLUSTER_OPERATIONS, NOT_ASKED
 from onceflow.broker.registry import handles
 from onceflow.protocol.codec import build, element
 from onceflow.protocol.errors import ErrorCode
@@ -33,5 +34,7 @@ async def describe_cluster(ctx: RequestContext, request: Any) -> Any:
                 rack=None,
             ),
         ),
-        cluster_authorized_operations=-(2**31),
+        cluster_authorized_operations=CLUSTER_OPERATIONS
+        if request.include_cluster_authorized_operations
+        else NOT_ASKED,
     )

@@ -1,4 +1,5 @@
-"""JoinGroup, SyncGroup, Heartbeat, LeaveGroup, ListGroups, DescribeGroups, DeleteGroups."""
+"""JoinGroup v0-9, SyncGroup v0-5, Heartbeat v0-4, LeaveGroup v0-5, ListGroups v0-5,
+DescribeGroups v0-5, DeleteGroups v0-2: the classic group protocol."""
 
 from __future__ import annotations
 

@@ -7,12 +7,11 @@ import datetime
 from typing import Any
 
 from onceflow.broker.context import RequestContext
+from onceflow.broker.operations import CLUSTER_OPERATIONS, NOT_ASKED, TOPIC_OPERATIONS
 from onceflow.broker.registry import handles
 from onceflow.log.manager import Topic
 from onceflow.protocol.codec import build, element
 from onceflow.protocol.errors import ErrorCode, KafkaError
-
-NO_AUTHORIZED_OPERATIONS = -(2**31)
 
 
 def auto_create(ctx: RequestContext, name: str) -> Topic:
@@ -33,6 +32,11 @@ async def metadata(ctx: RequestContext, request: Any) -> Any:
     topic_cls = element(cls, "topics")
     partition_cls = element(topic_cls, "partitions")
     allow_create = getattr(request, "allow_auto_topic_creation", True)
+    topic_operations = (
+        TOPIC_OPERATIONS
+        if getattr(request, "include_topic_authorized_operations", False)
+        else NOT_ASKED
+    )
 
     def describe(name: str, topic: Topic | None, code: ErrorCode) -> Any:
         partitions = ()
@@ -57,7 +61,7 @@ async def metadata(ctx: RequestContext, request: Any) -> Any:
             topic_id=topic.topic_id if topic else None,
             is_internal=topic.internal if topic else False,
             partitions=partitions,
-            topic_authorized_operations=NO_AUTHORIZED_OPERATIONS,
+            topic_authorized_operations=topic_operations if topic else NOT_ASKED,
         )
 
     topics = []
@@ -98,7 +102,9 @@ async def metadata(ctx: RequestContext, request: Any) -> Any:
         cluster_id=broker.cluster_id,
         controller_id=broker.node_id,
         topics=tuple(topics),
-        cluster_authorized_operations=NO_AUTHORIZED_OPERATIONS,
+        cluster_authorized_operations=CLUSTER_OPERATIONS
+        if getattr(request, "include_cluster_authorized_operations", False)
+        else NOT_ASKED,
     )
 
 
@@ -110,5 +116,5 @@ def _unknown_id(topic_cls: type, topic_id: Any, code: ErrorCode) -> Any:
         topic_id=topic_id,
         is_internal=False,
         partitions=(),
-        topic_authorized_operations=NO_AUTHORIZED_OPERATIONS,
+        topic_authorized_operations=NOT_ASKED,
     )

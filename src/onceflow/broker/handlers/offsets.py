@@ -1,4 +1,4 @@
-"""OffsetCommit, OffsetFetch (per-group and group-batched forms) and OffsetDelete."""
+"""OffsetCommit v2-9, OffsetFetch v1-9 (per-group and group-batched forms), OffsetDelete v0."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Produce: validate each partition's batch, append it, answer once it is durable."""
+"""Produce v3-9: validate each partition's batch, append it, answer once it is durable."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""InitProducerId: new ids for idempotent producers; transactional ids go to the coordinator."""
+"""InitProducerId v0-4: new ids for idempotent producers; transactional ids go to the
+coordinator."""
 
 from __future__ import annotations
 

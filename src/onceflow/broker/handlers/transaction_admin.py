@@ -1,4 +1,5 @@
-"""ListTransactions, DescribeTransactions, DescribeProducers: finding hanging transactions."""
+"""ListTransactions v0-1, DescribeTransactions v0, DescribeProducers v0: finding hanging
+transactions."""
 
 from __future__ import annotations
 

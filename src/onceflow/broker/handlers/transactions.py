@@ -1,4 +1,5 @@
-"""AddPartitionsToTxn, AddOffsetsToTxn, EndTxn, TxnOffsetCommit (the transaction APIs)."""
+"""AddPartitionsToTxn v0-3, AddOffsetsToTxn v0-3, EndTxn v0-3, TxnOffsetCommit v0-3 (the
+transaction APIs)."""
 
 from __future__ import annotations
 

@@ -1,0 +1,95 @@
+"""DescribeLogDirs v1-4, AlterReplicaLogDirs v1-2: the data directory is the one log dir.
+
+Moving a replica to the directory it is in is done at once; any other path answers
+LOG_DIR_NOT_FOUND, and a partition the broker does not host REPLICA_NOT_AVAILABLE, as
+Kafka answers.
+"""
+
+from __future__ import annotations
+
+import datetime
+import os
+from pathlib import Path
+from typing import Any
+
+from onceflow.broker.context import RequestContext
+from onceflow.broker.registry import handles
+from onceflow.log.manager import Topic
+from onceflow.protocol.codec import build, element
+from onceflow.protocol.errors import ErrorCode
+
+NO_THROTTLE = datetime.timedelta(0)
+
+
+@handles(35, 1, 4)
+async def describe_log_dirs(ctx: RequestContext, request: Any) -> Any:
+    cls = ctx.response_class
+    result_cls = element(cls, "results")
+    topic_cls = element(result_cls, "topics")
+    partition_cls = element(topic_cls, "partitions")
+    logs = ctx.broker.logs
+    if request.topics is None:
+        wanted = [(topic, range(len(topic.partitions))) for topic in logs.topics.values()]
+    else:
+        wanted = [
+            (logs.topics[item.topic], item.partitions)
+            for item in request.topics
+            if item.topic in logs.topics
+        ]
+    topics = []
+    for topic, numbers in wanted:
+        partitions = tuple(
+            build(
+                partition_cls,
+                partition_index=number,
+                partition_size=topic.partitions[number].size_bytes(),
+                offset_lag=0,
+                is_future_key=False,
+            )
+            for number in numbers
+            if 0 <= number < len(topic.partitions)
+        )
+        if partitions:
+            topics.append(build(topic_cls, name=topic.name, partitions=partitions))
+    disk = os.statvfs(ctx.broker.data_dir)
+    result = build(
+        result_cls,
+        error_code=ErrorCode.none,
+        log_dir=str(_log_dir(ctx)),
+        topics=tuple(topics),
+        total_bytes=disk.f_blocks * disk.f_frsize,
+        usable_bytes=disk.f_bavail * disk.f_frsize,
+    )
+    return build(cls, throttle_time=NO_THROTTLE, error_code=ErrorCode.none, results=(result,))
+
+
+def _log_dir(ctx: RequestContext) -> Path:
+    return Path(ctx.broker.data_dir).resolve()
+
+
+@handles(34, 1, 2)
+async def alter_replica_log_dirs(ctx: RequestContext, request: Any) -> Any:
+    cls = ctx.response_class
+    topic_cls = element(cls, "results")
+    partition_cls = element(topic_cls, "partitions")
+    results = []
+    for directory in request.dirs:
+        known = Path(directory.path).resolve() == _log_dir(ctx)
+        for wanted in directory.topics:
+            topic = ctx.broker.logs.topics.get(wanted.name)
+            partitions = tuple(
+                build(partition_cls, partition_index=number, error_code=_move(known, topic, number))
+                for number in wanted.partitions
+            )
+            results.append(build(topic_cls, topic_name=wanted.name, partitions=partitions))
+    return build(cls, throttle_time=NO_THROTTLE, results=tuple(results))
+
+
+def _move(known_dir: bool, topic: Topic | None, number: int) -> ErrorCode:
+    if not known_dir:
+        return ErrorCode.log_dir_not_found
+    if topic is None or not 0 <= number < len(topic.partitions):
+        return ErrorCode.replica_not_available
+    if topic.partitions[number].offline:
+        return ErrorCode.kafka_storage_error
+    return ErrorCode.none
