@@ -5,6 +5,9 @@ need=()
 command -v kcat >/dev/null 2>&1 || need+=(kcat)
 command -v java >/dev/null 2>&1 || need+=(default-jre-headless)
 ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || need+=(postgresql)
+# Burrow and the ZooKeeper it insists on (tests/integration/test_burrow.py; about 36 MB).
+command -v Burrow >/dev/null 2>&1 || need+=(burrow)
+[ -e /usr/share/java/zookeeper.jar ] || need+=(zookeeper)
 if [ ${#need[@]} -gt 0 ]; then
   sudo=""
   [ "$(id -u)" -eq 0 ] || sudo="sudo"
