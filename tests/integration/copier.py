@@ -1,6 +1,10 @@
 """A transactional copier (consume-transform-produce), run as a process the tests SIGKILL.
 
-Usage: python -m tests.integration.copier BOOTSTRAP INPUT OUTPUT GROUP TXN_ID
+Usage: python -m tests.integration.copier BOOTSTRAP INPUT OUTPUT GROUP TXN_ID [PROTOCOL]
+
+PROTOCOL is the consumer's ``group.protocol``: ``classic`` (the default, a static member
+with a 6 s session) or ``consumer`` (KIP-848: a dynamic member; the broker decides the
+session timeout).
 
 Copies every record of INPUT to the same partition of OUTPUT inside Kafka transactions of
 about 200 records with its consumer offsets (send_offsets_to_transaction), aborting every
@@ -47,7 +51,22 @@ def caught_up(consumer: Consumer, topic: str) -> bool:
     return not behind
 
 
-def main(bootstrap: str, source: str, target: str, group: str, transactional_id: str) -> None:
+def main(
+    bootstrap: str,
+    source: str,
+    target: str,
+    group: str,
+    transactional_id: str,
+    protocol: str = "classic",
+) -> None:
+    membership = {
+        "session.timeout.ms": 6000,
+        # Static membership: a restarted copier takes over its dead incarnation's
+        # partitions at once instead of waiting for the session timeout.
+        "group.instance.id": f"{transactional_id}-member",
+    }
+    if protocol == "consumer":
+        membership = {"group.protocol": "consumer"}
     consumer = Consumer(
         {
             "bootstrap.servers": bootstrap,
@@ -55,10 +74,7 @@ def main(bootstrap: str, source: str, target: str, group: str, transactional_id:
             "isolation.level": "read_committed",
             "enable.auto.commit": False,
             "auto.offset.reset": "earliest",
-            "session.timeout.ms": 6000,
-            # Static membership: a restarted copier takes over its dead incarnation's
-            # partitions at once instead of waiting for the session timeout.
-            "group.instance.id": f"{transactional_id}-member",
+            **membership,
         }
     )
     producer = Producer(
@@ -103,4 +119,4 @@ def main(bootstrap: str, source: str, target: str, group: str, transactional_id:
 
 
 if __name__ == "__main__":
-    main(*sys.argv[1:6])
+    main(*sys.argv[1:7])

@@ -9,6 +9,7 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
+import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
@@ -17,7 +18,7 @@ PARTITIONS = 3
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def start_copier(bootstrap: str, log_path: Path) -> subprocess.Popen:
+def start_copier(bootstrap: str, log_path: Path, protocol: str) -> subprocess.Popen:
     with open(log_path, "a") as log:
         return subprocess.Popen(
             [
@@ -29,6 +30,7 @@ def start_copier(bootstrap: str, log_path: Path) -> subprocess.Popen:
                 "output",
                 "copier-group",
                 "copier-txn",
+                protocol,
             ],
             cwd=ROOT,
             stdout=log,
@@ -56,7 +58,20 @@ def read_committed(bootstrap: str, topic: str, seconds: float) -> dict[int, list
     return values
 
 
-def test_transactional_copy_is_exactly_once_under_kills(kafka_broker, tmp_path):
+# KIP-848 members are removed by the broker's session timeout (45 s by default): shorter
+# here, so a killed copier's partitions move on as quickly as with the classic protocol.
+BROKER_CONFIGS = {
+    "classic": {},
+    "consumer": {
+        "group.consumer.session.timeout.ms": "6000",
+        "group.consumer.heartbeat.interval.ms": "500",
+    },
+}
+
+
+@pytest.mark.parametrize("protocol", ["classic", "consumer"])
+def test_transactional_copy_is_exactly_once_under_kills(kafka_broker_factory, tmp_path, protocol):
+    kafka_broker = kafka_broker_factory(config=BROKER_CONFIGS[protocol])
     bootstrap = kafka_broker.bootstrap
     admin = AdminClient({"bootstrap.servers": bootstrap})
     for future in admin.create_topics(
@@ -76,7 +91,7 @@ def test_transactional_copy_is_exactly_once_under_kills(kafka_broker, tmp_path):
 
     rng = random.Random(7)
     log_path = tmp_path / "copier.log"
-    copier = start_copier(bootstrap, log_path)
+    copier = start_copier(bootstrap, log_path, protocol)
     copier_kills = broker_kills = 0
     deadline = time.monotonic() + 240
     finished = False
@@ -88,7 +103,7 @@ def test_transactional_copy_is_exactly_once_under_kills(kafka_broker, tmp_path):
                 finished = True
                 break
             if code is not None:
-                copier = start_copier(bootstrap, log_path)
+                copier = start_copier(bootstrap, log_path, protocol)
             continue
         if broker_kills < 2 and copier_kills in (1, 3):
             kafka_broker.restart(kill=True)
@@ -96,11 +111,18 @@ def test_transactional_copy_is_exactly_once_under_kills(kafka_broker, tmp_path):
         copier.kill()
         copier.wait()
         copier_kills += 1
-        copier = start_copier(bootstrap, log_path)
+        copier = start_copier(bootstrap, log_path, protocol)
     copier.kill()
     copier.wait()
     assert finished, f"copier did not finish; see {log_path}"
     assert copier_kills == 5 and broker_kills == 2
+
+    (listing,) = [
+        group
+        for group in admin.list_consumer_groups().result(10).valid
+        if group.group_id == "copier-group"
+    ]
+    assert listing.type.name.lower() == protocol
 
     output = read_committed(bootstrap, "output", 4)
     for partition in range(PARTITIONS):

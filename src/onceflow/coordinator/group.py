@@ -33,6 +33,7 @@ import time
 import uuid
 from typing import TYPE_CHECKING
 
+from onceflow.coordinator.consumer_protocol import ConsumerProtocol, not_classic
 from onceflow.coordinator.errors import as_coordinator_error
 from onceflow.coordinator.group_metadata import (
     CONSUMER_PROTOCOL_TYPE,
@@ -102,6 +103,7 @@ class GroupCoordinator:
         self.num_partitions = max(1, broker.config["offsets.topic.num.partitions"])
         self._txn_groups: dict[int, set[str]] = {}  # producer id -> groups with pending offsets
         self._task: asyncio.Task[None] | None = None
+        self.consumer_protocol = ConsumerProtocol(self)
 
     # -- configuration --------------------------------------------------------------------
 
@@ -261,6 +263,9 @@ class GroupCoordinator:
         group.state = GroupState.STABLE if group.members else GroupState.EMPTY
         group.subscribed = group.compute_subscribed_topics() if group.members else None
 
+    def new_group(self, group_id: str) -> Group:
+        return self._group_or_new(group_id)
+
     def _group_or_new(self, group_id: str) -> Group:
         group = self.groups.get(group_id)
         if group is None:
@@ -353,6 +358,7 @@ class GroupCoordinator:
 
     def tick(self, now: float) -> None:
         """Expire sessions, pending members, join and sync deadlines."""
+        self.consumer_protocol.tick(now)
         for group in list(self.groups.values()):
             expired = [m for m, deadline in group.pending_members.items() if deadline <= now]
             for member_id in expired:
@@ -543,6 +549,10 @@ class GroupCoordinator:
             return JoinResult(ErrorCode.invalid_session_timeout, member_id)
         now = time.monotonic()
         group = self.groups.get(group_id)
+        if not_classic(group):
+            return JoinResult(ErrorCode.group_id_not_found, member_id)
+        if group is not None:
+            group.consumer = None  # an empty consumer group becomes a classic one
         if group is None:
             if member_id:
                 return JoinResult(ErrorCode.unknown_member_id, member_id)
@@ -814,6 +824,8 @@ class GroupCoordinator:
         if not group_id:
             return SyncResult(ErrorCode.invalid_group_id)
         group = self.groups.get(group_id)
+        if not_classic(group):
+            return SyncResult(ErrorCode.group_id_not_found)
         if group is None:
             return SyncResult(ErrorCode.unknown_member_id)
         if group.is_(GroupState.DEAD):
@@ -892,6 +904,8 @@ class GroupCoordinator:
         if not group_id:
             return ErrorCode.invalid_group_id
         group = self.groups.get(group_id)
+        if not_classic(group):
+            return ErrorCode.group_id_not_found
         if group is None:
             return ErrorCode.unknown_member_id
         if group.is_(GroupState.DEAD):
@@ -917,6 +931,8 @@ class GroupCoordinator:
         if not group_id:
             return ErrorCode.invalid_group_id, []
         group = self.groups.get(group_id)
+        if not_classic(group):
+            return ErrorCode.group_id_not_found, []
         if group is None:
             return ErrorCode.none, [(m, i, ErrorCode.unknown_member_id) for m, i in leaving]
         if group.is_(GroupState.DEAD):
@@ -991,6 +1007,7 @@ class GroupCoordinator:
         group_instance_id: str | None,
         generation_id: int,
         offsets: OffsetRequest,
+        api_version: int = 9,
     ) -> dict[TopicPartition, ErrorCode]:
         """OffsetCommit: answered once the commit record is durable."""
         if group_id is None:
@@ -1001,7 +1018,12 @@ class GroupCoordinator:
                 return dict.fromkeys(offsets, ErrorCode.illegal_generation)
             group = Group(group_id)  # a group that only stores offsets
             group.state_timestamp = now_ms()
-        error = self._commit_error(group, member_id, group_instance_id, generation_id)
+        if group.consumer is not None:
+            error = group.consumer.validate_offset_commit(
+                member_id, generation_id, False, api_version
+            )
+        else:
+            error = self._commit_error(group, member_id, group_instance_id, generation_id)
         if error is not None:
             return dict.fromkeys(offsets, error)
         results: dict[TopicPartition, ErrorCode] = {}
@@ -1072,6 +1094,8 @@ class GroupCoordinator:
         error = None
         if group.is_(GroupState.DEAD):
             error = ErrorCode.coordinator_not_available
+        elif group.consumer is not None:
+            error = group.consumer.validate_offset_commit(member_id, generation_id, True, 0)
         elif group.is_static_member_fenced(group_instance_id, member_id or ""):
             error = ErrorCode.fenced_instance_id
         elif member_id and not group.has(member_id):
@@ -1171,7 +1195,16 @@ class GroupCoordinator:
         if group is None or group.is_(GroupState.DEAD):
             return ErrorCode.group_id_not_found, {}
         results: dict[TopicPartition, ErrorCode] = {}
-        if group.is_(GroupState.EMPTY):
+        consumer = group.consumer
+        if consumer is not None and not consumer.is_empty():
+            subscribed = consumer.subscribed_topic_names(self.consumer_protocol.topic_metadata())
+            deletable = []
+            for topic_partition in partitions:
+                if topic_partition[0] in subscribed:
+                    results[topic_partition] = ErrorCode.group_subscribed_to_topic
+                else:
+                    deletable.append(topic_partition)
+        elif group.is_(GroupState.EMPTY):
             deletable = list(partitions)
         elif group.protocol_type == CONSUMER_PROTOCOL_TYPE:
             deletable = []
@@ -1199,19 +1232,22 @@ class GroupCoordinator:
     ) -> list[Group]:
         wanted_states = {s.lower() for s in states or ()}
         wanted_types = {t.lower() for t in types or ()}
-        if wanted_types and GROUP_TYPE_CLASSIC not in wanted_types:
-            return []
         return [
             group
             for group in sorted(self.groups.values(), key=lambda g: g.group_id)
             if not group.is_(GroupState.DEAD)
-            and (not wanted_states or group.state.value.lower() in wanted_states)
+            and (not wanted_states or group_state(group).lower() in wanted_states)
+            and (not wanted_types or group_type(group) in wanted_types)
         ]
 
     def describe_group(self, group_id: str) -> Group | None:
         group = self.groups.get(group_id)
         if group is None or group.is_(GroupState.DEAD):
             return None
+        if not_classic(group):
+            raise KafkaError(
+                ErrorCode.group_id_not_found, f"Group {group_id} is not a classic group."
+            )
         return group
 
     async def delete_groups(self, group_ids: list[str]) -> dict[str, ErrorCode]:
@@ -1225,7 +1261,7 @@ class GroupCoordinator:
             if group is None or group.is_(GroupState.DEAD):
                 results[group_id] = ErrorCode.group_id_not_found
                 continue
-            if not group.is_(GroupState.EMPTY):
+            if not group.is_(GroupState.EMPTY) or not_classic(group):
                 results[group_id] = ErrorCode.non_empty_group
                 continue
             records = [KeyValue(offset_key(group_id, t, p), None) for t, p in group.offsets]
@@ -1246,6 +1282,15 @@ class GroupCoordinator:
             if isinstance(outcome, KafkaError):
                 results[group_id] = outcome.code
         return results
+
+
+def group_type(group: Group) -> str:
+    return "consumer" if group.consumer is not None else GROUP_TYPE_CLASSIC
+
+
+def group_state(group: Group) -> str:
+    """Kafka's state name: a consumer group's (Empty, Assigning, ...) or a classic one's."""
+    return group.consumer.state if group.consumer is not None else group.state.value
 
 
 def _where(partition: PartitionLog, header) -> tuple[str, int, int]:

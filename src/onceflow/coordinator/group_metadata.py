@@ -11,9 +11,13 @@ import asyncio
 import enum
 from collections import Counter
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from onceflow.coordinator.group_records import subscribed_topics
 from onceflow.protocol.errors import ErrorCode
+
+if TYPE_CHECKING:
+    from onceflow.coordinator.consumer_group import ConsumerGroup
 
 CONSUMER_PROTOCOL_TYPE = "consumer"
 TopicPartition = tuple[str, int]
@@ -160,6 +164,8 @@ class Group:
         self.offsets: dict[TopicPartition, CommittedOffset] = {}
         self.pending_offset_commits: Counter[TopicPartition] = Counter()
         self.pending_txn_offsets: dict[int, dict[TopicPartition, CommittedOffset]] = {}
+        # Set while the group is a KIP-848 consumer group (the members live there).
+        self.consumer: ConsumerGroup | None = None
 
     def __repr__(self) -> str:
         return (
@@ -340,6 +346,7 @@ class Group:
         """Empty with nothing stored: Kafka's cleanup would mark it Dead."""
         return (
             self.state == GroupState.EMPTY
+            and (self.consumer is None or self.consumer.is_empty())
             and not self.members
             and not self.offsets
             and not self.pending_txn_offsets

@@ -5,6 +5,7 @@ from onceflow.broker.handlers import (  # noqa: F401
     admin_topics,
     api_versions,
     cluster,
+    consumer_groups,
     delete_records,
     fetch,
     find_coordinator,

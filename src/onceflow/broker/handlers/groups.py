@@ -8,12 +8,13 @@ from typing import Any
 
 from onceflow.broker.context import RequestContext
 from onceflow.broker.registry import handles
-from onceflow.coordinator.group import GroupCoordinator
+from onceflow.coordinator.group import GroupCoordinator, group_state, group_type
 from onceflow.coordinator.group_metadata import GroupState
 from onceflow.protocol.codec import build, element
 from onceflow.protocol.errors import ErrorCode, KafkaError
 
 NO_THROTTLE = datetime.timedelta(0)
+CONSUMER = "consumer"
 NO_AUTHORIZED_OPERATIONS = -(2**31)
 # READ, DELETE and DESCRIBE (AclOperation codes 3, 6, 8): everything, as there are no ACLs
 GROUP_AUTHORIZED_OPERATIONS = (1 << 3) | (1 << 6) | (1 << 8)
@@ -148,9 +149,9 @@ async def list_groups(ctx: RequestContext, request: Any) -> Any:
             build(
                 group_cls,
                 group_id=group.group_id,
-                protocol_type=group.protocol_type or "",
-                group_state=group.state.value,
-                group_type="classic",
+                protocol_type=CONSUMER if group.consumer is not None else group.protocol_type or "",
+                group_state=group_state(group),
+                group_type=group_type(group),
             )
             for group in groups
         ),
@@ -170,7 +171,23 @@ async def describe_groups(ctx: RequestContext, request: Any) -> Any:
     )
     described = []
     for group_id in request.groups:
-        group = groups.describe_group(group_id)
+        try:
+            group = groups.describe_group(group_id)
+        except KafkaError as error:
+            described.append(
+                build(
+                    group_cls,
+                    error_code=error.code,
+                    error_message=error.message,
+                    group_id=group_id,
+                    group_state="",
+                    protocol_type="",
+                    protocol_data="",
+                    members=(),
+                    authorized_operations=operations,
+                )
+            )
+            continue
         if group is None:
             described.append(
                 build(

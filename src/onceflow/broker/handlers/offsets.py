@@ -41,6 +41,7 @@ async def offset_commit(ctx: RequestContext, request: Any) -> Any:
         getattr(request, "group_instance_id", None),
         request.generation_id_or_member_epoch,
         offsets,
+        ctx.version,
     )
     return build(
         cls,

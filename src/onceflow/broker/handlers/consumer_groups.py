@@ -1,0 +1,158 @@
+"""ConsumerGroupHeartbeat v0-1, ConsumerGroupDescribe v0-1: KIP-848 consumer groups
+(``group.protocol=consumer``), with the ``uniform`` and ``range`` server-side assignors."""
+
+from __future__ import annotations
+
+import datetime
+from typing import Any
+
+from onceflow.broker.context import RequestContext
+from onceflow.broker.handlers.groups import GROUP_AUTHORIZED_OPERATIONS, client_host, coordinator
+from onceflow.broker.operations import NOT_ASKED
+from onceflow.broker.registry import handles
+from onceflow.coordinator.consumer_group import HeartbeatRequest
+from onceflow.protocol.codec import build, element, field_names
+from onceflow.protocol.errors import ErrorCode, KafkaError
+
+NO_THROTTLE = datetime.timedelta(0)
+
+
+def _milliseconds(value: Any) -> int:
+    if isinstance(value, datetime.timedelta):
+        return round(value.total_seconds() * 1000)
+    return int(value)
+
+
+@handles(68, 0, 1)
+async def consumer_group_heartbeat(ctx: RequestContext, request: Any) -> Any:
+    cls = ctx.response_class
+    protocol = coordinator(ctx).consumer_protocol
+    owned = None
+    if request.topic_partitions is not None:
+        owned = {t.topic_id: set(t.partitions) for t in request.topic_partitions if t.partitions}
+    heartbeat = HeartbeatRequest(
+        group_id=request.group_id,
+        member_id=request.member_id,
+        member_epoch=request.member_epoch,
+        instance_id=request.instance_id,
+        rack_id=request.rack_id,
+        rebalance_timeout_ms=_milliseconds(request.rebalance_timeout),
+        subscribed_topic_names=None
+        if request.subscribed_topic_names is None
+        else list(request.subscribed_topic_names),
+        subscribed_topic_regex=getattr(request, "subscribed_topic_regex", None),
+        server_assignor=request.server_assignor,
+        owned=owned,
+        client_id=ctx.header.client_id or "",
+        client_host=client_host(ctx),
+    )
+    interval = datetime.timedelta(milliseconds=protocol.heartbeat_interval_ms)
+    try:
+        answer = protocol.heartbeat(heartbeat, ctx.version)
+    except KafkaError as error:
+        return build(
+            cls,
+            throttle_time=NO_THROTTLE,
+            error_code=error.code,
+            error_message=error.message,
+            member_id=None,
+            member_epoch=-1,
+            heartbeat_interval=datetime.timedelta(0),
+            assignment=None,
+        )
+    assignment = None
+    if answer.assignment is not None:
+        assignment_cls = element(cls, "assignment")
+        partitions_cls = element(assignment_cls, "topic_partitions")
+        assignment = assignment_cls(
+            topic_partitions=tuple(
+                partitions_cls(topic_id=topic, partitions=tuple(sorted(numbers)))
+                for topic, numbers in sorted(answer.assignment.items())
+            )
+        )
+    return build(
+        cls,
+        throttle_time=NO_THROTTLE,
+        error_code=ErrorCode.none,
+        error_message=None,
+        member_id=answer.member_id,
+        member_epoch=answer.member_epoch,
+        heartbeat_interval=interval,
+        assignment=assignment,
+    )
+
+
+@handles(69, 0, 1)
+async def consumer_group_describe(ctx: RequestContext, request: Any) -> Any:
+    cls = ctx.response_class
+    group_cls = element(cls, "groups")
+    member_cls = element(group_cls, "members")
+    assignment_cls = element(member_cls, "assignment")
+    partitions_cls = element(assignment_cls, "topic_partitions")
+    protocol = coordinator(ctx).consumer_protocol
+    operations = GROUP_AUTHORIZED_OPERATIONS if request.include_authorized_operations else NOT_ASKED
+
+    def described(assignment: dict) -> Any:
+        return assignment_cls(
+            topic_partitions=tuple(
+                partitions_cls(
+                    topic_id=topic,
+                    topic_name=protocol.topic_name(topic) or "",
+                    partitions=tuple(sorted(numbers)),
+                )
+                for topic, numbers in sorted(assignment.items())
+            )
+        )
+
+    groups = []
+    for group_id in request.group_ids:
+        try:
+            group = protocol.describe(group_id)
+        except KafkaError as error:
+            groups.append(
+                build(
+                    group_cls,
+                    error_code=error.code,
+                    error_message=error.message,
+                    group_id=group_id,
+                    group_state="Dead",
+                    group_epoch=-1,
+                    assignment_epoch=-1,
+                    assignor_name="",
+                    members=(),
+                    authorized_operations=operations,
+                )
+            )
+            continue
+        members = tuple(
+            build(
+                member_cls,
+                member_id=member.member_id,
+                instance_id=member.instance_id,
+                rack_id=member.rack_id,
+                member_epoch=member.member_epoch,
+                client_id=member.client_id,
+                client_host=member.client_host,
+                subscribed_topic_names=member.subscribed_topic_names,
+                subscribed_topic_regex=member.subscribed_topic_regex,
+                assignment=described(member.assigned),
+                target_assignment=described(group.target.get(member.member_id, {})),
+                member_type=1 if "member_type" in field_names(member_cls) else None,
+            )
+            for member in group.members.values()
+        )
+        groups.append(
+            build(
+                group_cls,
+                error_code=ErrorCode.none,
+                error_message=None,
+                group_id=group_id,
+                group_state=group.state,
+                group_epoch=group.group_epoch,
+                assignment_epoch=group.assignment_epoch,
+                assignor_name=group.assignor_name,
+                members=members,
+                authorized_operations=operations,
+            )
+        )
+    return build(cls, throttle_time=NO_THROTTLE, groups=tuple(groups))
