@@ -8,6 +8,7 @@ fail), and onceflow's exactly-once rows must show none.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -21,12 +22,15 @@ ROOT = Path(__file__).resolve().parents[2]
 EXACTLY_ONCE = {scenario.name for scenario in SCENARIOS if scenario.exactly_once}
 
 
-def run_chaos(tmp_path: Path, *args: str) -> tuple[int, dict, str]:
+def run_chaos(
+    tmp_path: Path, *args: str, env: dict[str, str] | None = None
+) -> tuple[int, dict, str]:
     prefix = tmp_path / "matrix"
     result = subprocess.run(
         [sys.executable, "-m", "onceflow", "chaos", "--out", str(prefix),
          "--work-dir", str(tmp_path / "work"), *args],
         cwd=ROOT, capture_output=True, text=True, timeout=900,
+        env={**os.environ, **(env or {})},
     )  # fmt: skip
     report = json.loads(prefix.with_suffix(".json").read_text())
     assert prefix.with_suffix(".md").read_text().startswith("# Guarantees: the chaos matrix")
@@ -66,3 +70,17 @@ def test_matrix_on_postgresql(tmp_path, postgres_server):  # noqa: F811
     wrong = [r for r in report["results"] if not r["matches"]]
     assert not wrong and code == 0, json.dumps(wrong, indent=1) + output[-2000:]
     assert report["cells"] >= 5
+
+
+def test_exactly_once_rows_hold_with_the_consumer_group_protocol(tmp_path):
+    """The workers' consumers with group.protocol=consumer (KIP-848): offset commits and
+    transactional offsets go through the consumer-protocol checks; a broker kill too."""
+    code, report, output = run_chaos(
+        tmp_path, "--quick",
+        "--pattern", "article/kafka_transactions", "--pattern", "runner/kafka_transactions",
+        "--pattern", "runner/at_least_once", "--pattern", "fault/broker_kill",
+        env={"ONCEFLOW_CHAOS_GROUP_PROTOCOL": "consumer"},
+    )  # fmt: skip
+    wrong = [r for r in report["results"] if not r["matches"]]
+    assert not wrong and code == 0, json.dumps(wrong, indent=1) + output[-2000:]
+    assert report["cells"] >= 4

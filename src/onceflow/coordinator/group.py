@@ -1096,6 +1096,8 @@ class GroupCoordinator:
             error = ErrorCode.coordinator_not_available
         elif group.consumer is not None:
             error = group.consumer.validate_offset_commit(member_id, generation_id, True, 0)
+        elif generation_id < 0 and group.is_(GroupState.EMPTY):
+            pass  # a consumer outside group management, as Kafka allows
         elif group.is_static_member_fenced(group_instance_id, member_id or ""):
             error = ErrorCode.fenced_instance_id
         elif member_id and not group.has(member_id):

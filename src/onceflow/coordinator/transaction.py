@@ -10,6 +10,13 @@ a producer with no open transaction changes nothing visible).
 Zombie fencing follows KIP-98/KIP-360: InitProducerId bumps the epoch (aborting an open
 transaction first); requests with an older epoch get PRODUCER_FENCED. A transaction that
 outlives its timeout is aborted by the coordinator with a bumped epoch.
+
+Transactions v2 (KIP-890 part 2, ``transaction.version`` 2, used by clients that send
+EndTxn v5+): every EndTxn bumps the producer epoch, the markers carry the bumped epoch (so
+a partition fences a zombie's late batch at once), and the answer tells the producer its
+new epoch; partitions and the group's offsets join the transaction implicitly with the
+first Produce v12+ or TxnOffsetCommit v5+. When the epoch is exhausted the markers keep
+the old producer id and epoch and the producer gets a new id, as in Kafka.
 """
 
 from __future__ import annotations
@@ -70,6 +77,7 @@ class TransactionMetadata:
     partitions: set[tuple[str, int]] = field(default_factory=set)
     start_ms: int = -1
     update_ms: int = -1
+    next_producer_id: int = -1  # transactions v2: the id the producer moves to on completion
     busy: bool = False  # a state transition is being written
 
     def copy(self) -> TransactionMetadata:
@@ -93,6 +101,7 @@ class TransactionMetadata:
                 "partitions": sorted(self.partitions),
                 "start_ms": self.start_ms,
                 "update_ms": self.update_ms,
+                "next_producer_id": self.next_producer_id,
             }
         ).encode()
 
@@ -109,6 +118,7 @@ class TransactionMetadata:
             {(topic, partition) for topic, partition in value["partitions"]},
             value["start_ms"],
             value["update_ms"],
+            value.get("next_producer_id", -1),
         )
 
 
@@ -385,6 +395,28 @@ class TransactionCoordinator:
 
     # -- produce verification (KIP-890 part 1) ------------------------------------------
 
+    async def add_produce_partition(
+        self, transactional_id: str | None, header: BatchHeader, topic: str, partition: int
+    ) -> None:
+        """Transactions v2 (Produce v12+): a transactional batch adds its partition."""
+        if not header.is_transactional or transactional_id is None:
+            return
+        metadata = self.transactions.get(transactional_id)
+        if metadata is None or metadata.producer_id != header.producer_id:
+            raise KafkaError(ErrorCode.invalid_producer_id_mapping, "unknown producer id")
+        if header.producer_epoch < metadata.producer_epoch:
+            raise KafkaError(ErrorCode.invalid_producer_epoch, "producer epoch was fenced")
+        if metadata.state == TxnState.ONGOING and (topic, partition) in metadata.partitions:
+            return
+        try:
+            await self.add_partitions(
+                transactional_id, header.producer_id, header.producer_epoch, [(topic, partition)]
+            )
+        except KafkaError as error:
+            if error.code == ErrorCode.producer_fenced:  # Produce knows it by this name
+                raise KafkaError(ErrorCode.invalid_producer_epoch, error.message) from None
+            raise
+
     def verify_produce(
         self, transactional_id: str | None, header: BatchHeader, topic: str, partition: int
     ) -> None:
@@ -408,19 +440,29 @@ class TransactionCoordinator:
     # -- EndTxn ---------------------------------------------------------------------------
 
     async def end_transaction(
-        self, transactional_id: str, producer_id: int, epoch: int, committed: bool
-    ) -> None:
+        self,
+        transactional_id: str,
+        producer_id: int,
+        epoch: int,
+        committed: bool,
+        version_2: bool = False,
+    ) -> tuple[int, int]:
+        """EndTxn; answers the producer id and epoch the producer goes on with."""
         metadata = self._get(transactional_id)
+        done = TxnState.COMPLETE_COMMIT if committed else TxnState.COMPLETE_ABORT
+        if version_2 and metadata.state == done and not metadata.busy:
+            # A retry whose answer was lost: the epoch (or id) has moved on since.
+            retried = (producer_id, epoch) == (metadata.producer_id, metadata.last_producer_epoch)
+            if retried or (producer_id, epoch) == (metadata.producer_id, metadata.producer_epoch):
+                return metadata.producer_id, metadata.producer_epoch
         if producer_id != metadata.producer_id:
             raise KafkaError(ErrorCode.invalid_producer_id_mapping, "unknown producer id")
         if epoch != metadata.producer_epoch:
             raise KafkaError(ErrorCode.producer_fenced, "producer epoch was fenced")
         if metadata.busy or metadata.state in PREPARING:
             raise KafkaError(ErrorCode.concurrent_transactions, "transaction is completing")
-        if metadata.state == TxnState.COMPLETE_COMMIT and committed:
-            return  # a retried EndTxn whose commit already completed
-        if metadata.state == TxnState.COMPLETE_ABORT and not committed:
-            return
+        if metadata.state == done and not version_2:
+            return metadata.producer_id, metadata.producer_epoch  # a retried EndTxn
         if metadata.state != TxnState.ONGOING:
             raise KafkaError(
                 ErrorCode.invalid_txn_state,
@@ -429,9 +471,21 @@ class TransactionCoordinator:
             )
         metadata.busy = True
         try:
-            await self._end(metadata, committed)
+            before = metadata.copy()
+            if version_2:
+                self._bump_for_markers(metadata)
+            await self._end(metadata, committed, before=before)
         finally:
             metadata.busy = False
+        return metadata.producer_id, metadata.producer_epoch
+
+    def _bump_for_markers(self, metadata: TransactionMetadata) -> None:
+        """Transactions v2: the markers carry a new epoch (or the producer gets a new id)."""
+        metadata.last_producer_epoch = metadata.producer_epoch
+        if metadata.producer_epoch >= MAX_EPOCH - 1:
+            metadata.next_producer_id = self._new_producer_id()
+        else:
+            metadata.producer_epoch += 1
 
     async def _end(
         self,
@@ -521,6 +575,9 @@ class TransactionCoordinator:
         """
         metadata.state = TxnState.COMPLETE_COMMIT if committed else TxnState.COMPLETE_ABORT
         metadata.partitions.clear()
+        if metadata.next_producer_id >= 0:
+            metadata.producer_id, metadata.producer_epoch = metadata.next_producer_id, 0
+            metadata.next_producer_id = metadata.last_producer_epoch = -1
         metadata.busy = False
         try:
             self._write(metadata)

@@ -1,4 +1,6 @@
-"""ApiVersions v0-3: the versions of every API this broker implements."""
+"""ApiVersions v0-3: the versions of every API this broker implements, and (v3) the
+features: ``transaction.version`` 2 (KIP-890 part 2) and ``group.version`` 1 (KIP-848),
+supported and finalized, so clients that know them use them."""
 
 from __future__ import annotations
 
@@ -7,7 +9,7 @@ from typing import Any
 
 from onceflow.broker.context import RequestContext
 from onceflow.broker.registry import HANDLERS, handles
-from onceflow.protocol.codec import build, element
+from onceflow.protocol.codec import build, element, field_names
 from onceflow.protocol.errors import ErrorCode
 
 
@@ -17,7 +19,32 @@ def api_versions_response(cls: type, code: ErrorCode = ErrorCode.none) -> Any:
         entry(api_key=h.api_key, min_version=h.min_version, max_version=h.max_version)
         for h in sorted(HANDLERS.values(), key=lambda h: h.api_key)
     )
-    return build(cls, error_code=code, api_keys=keys, throttle_time=datetime.timedelta(0))
+    features: dict[str, Any] = {}
+    if "supported_features" in field_names(cls):
+        supported = element(cls, "supported_features")
+        finalized = element(cls, "finalized_features")
+        features = {
+            "supported_features": tuple(
+                supported(name=name, min_version=0, max_version=level)
+                for name, level in FEATURES.items()
+            ),
+            "finalized_features_epoch": FEATURES_EPOCH,
+            "finalized_features": tuple(
+                finalized(name=name, max_version_level=level, min_version_level=level)
+                for name, level in FEATURES.items()
+            ),
+        }
+    return build(
+        cls,
+        error_code=code,
+        api_keys=keys,
+        throttle_time=datetime.timedelta(0),
+        **features,
+    )
+
+
+FEATURES = {"group.version": 1, "transaction.version": 2}
+FEATURES_EPOCH = 1
 
 
 @handles(18, 0, 3)

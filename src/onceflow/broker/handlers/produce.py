@@ -1,4 +1,7 @@
-"""Produce v3-9: validate each partition's batch, append it, answer once it is durable."""
+"""Produce v3-12: validate each partition's batch, append it, answer once it is durable.
+
+From v12 on (transactions v2, KIP-890 part 2) a transactional batch adds its partition to
+the transaction itself; older versions need AddPartitionsToTxn first."""
 
 from __future__ import annotations
 
@@ -14,8 +17,10 @@ from onceflow.log.record_index import record_entries
 from onceflow.protocol.codec import build, element, field_names
 from onceflow.protocol.errors import ErrorCode, KafkaError
 
+IMPLICIT_ADD_PARTITIONS = 12
 
-@handles(0, 3, 9)
+
+@handles(0, 3, 12)
 async def produce(ctx: RequestContext, request: Any) -> Any:
     broker = ctx.broker
     cls = ctx.response_class
@@ -52,6 +57,10 @@ async def produce(ctx: RequestContext, request: Any) -> Any:
                     transactions = getattr(broker, "transactions", None)
                     if transactions is None:
                         raise KafkaError(ErrorCode.invalid_txn_state, "transactions unavailable")
+                    if ctx.version >= IMPLICIT_ADD_PARTITIONS:
+                        await transactions.add_produce_partition(
+                            request.transactional_id, header, topic_data.name, data.index
+                        )
                     transactions.verify_produce(
                         request.transactional_id, header, topic_data.name, data.index
                     )

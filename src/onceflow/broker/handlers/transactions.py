@@ -1,5 +1,6 @@
-"""AddPartitionsToTxn v0-3, AddOffsetsToTxn v0-3, EndTxn v0-3, TxnOffsetCommit v0-3 (the
-transaction APIs)."""
+"""AddPartitionsToTxn v0-3, AddOffsetsToTxn v0-3, EndTxn v0-5, TxnOffsetCommit v0-5 (the
+transaction APIs). EndTxn v5+ and TxnOffsetCommit v5+ are transactions v2 (KIP-890 part 2):
+the epoch moves on with every EndTxn, and the group's offsets join implicitly."""
 
 from __future__ import annotations
 
@@ -77,22 +78,33 @@ async def add_offsets_to_txn(ctx: RequestContext, request: Any) -> Any:
     return build(ctx.response_class, throttle_time=NO_THROTTLE, error_code=code)
 
 
-@handles(26, 0, 3)
+TRANSACTIONS_V2 = 5  # the first EndTxn and TxnOffsetCommit versions of KIP-890 part 2
+
+
+@handles(26, 0, 5)
 async def end_txn(ctx: RequestContext, request: Any) -> Any:
     code = ErrorCode.none
+    producer_id, epoch = -1, -1
     try:
-        await coordinator(ctx).end_transaction(
+        producer_id, epoch = await coordinator(ctx).end_transaction(
             request.transactional_id,
             request.producer_id,
             request.producer_epoch,
             request.committed,
+            version_2=ctx.version >= TRANSACTIONS_V2,
         )
     except KafkaError as error:
         code = for_version(ctx, error.code)
-    return build(ctx.response_class, throttle_time=NO_THROTTLE, error_code=code)
+    return build(
+        ctx.response_class,
+        throttle_time=NO_THROTTLE,
+        error_code=code,
+        producer_id=producer_id,
+        producer_epoch=epoch,
+    )
 
 
-@handles(28, 0, 3)
+@handles(28, 0, 5)
 async def txn_offset_commit(ctx: RequestContext, request: Any) -> Any:
     cls = ctx.response_class
     topic_cls = element(cls, "topics")
@@ -107,12 +119,22 @@ async def txn_offset_commit(ctx: RequestContext, request: Any) -> Any:
         for partition in topic.partitions
     }
     try:
-        coordinator(ctx).check_offsets_added(
-            request.transactional_id,
-            request.producer_id,
-            request.producer_epoch,
-            request.group_id,
-        )
+        if ctx.version >= TRANSACTIONS_V2:
+            code = await coordinator(ctx).add_offsets(
+                request.transactional_id,
+                request.producer_id,
+                request.producer_epoch,
+                request.group_id,
+            )
+            if code != ErrorCode.none:
+                raise KafkaError(code)
+        else:
+            coordinator(ctx).check_offsets_added(
+                request.transactional_id,
+                request.producer_id,
+                request.producer_epoch,
+                request.group_id,
+            )
         groups = ctx.broker.groups
         if groups is None:
             raise KafkaError(ErrorCode.coordinator_not_available, "no group coordinator")

@@ -111,6 +111,7 @@ class FlowSettings:
     transactional_id: str
     rest_url: str
     idle_exit_s: float = 2.0
+    consumer_config: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -151,6 +152,7 @@ class ArticleFlow:
                 "enable.auto.offset.store": False,
                 "isolation.level": "read_committed",
                 "auto.offset.reset": "earliest",
+                **settings.consumer_config,
             }
         )
 

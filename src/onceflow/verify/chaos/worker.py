@@ -31,6 +31,7 @@ from onceflow.verify.chaos.flows import FLOWS, ArticleFlow, FlowSettings, entiti
 
 PAUSE_VAR = "ONCEFLOW_CHAOS_PAUSE_AT"
 DEBUG_VAR = "ONCEFLOW_CHAOS_CLIENT_DEBUG"  # librdkafka debug contexts, e.g. "eos,protocol"
+GROUP_PROTOCOL_VAR = "ONCEFLOW_CHAOS_GROUP_PROTOCOL"  # the consumers' group.protocol
 
 RUNNER_MODES: dict[str, dict[str, Any]] = {
     "at_most_once": {"processing_guarantee": "at_most_once"},
@@ -70,6 +71,11 @@ def client_debug() -> dict[str, str]:
     return {"debug": debug} if debug else {}
 
 
+def consumer_settings() -> dict[str, str]:
+    protocol = os.environ.get(GROUP_PROTOCOL_VAR)
+    return {**client_debug(), **({"group.protocol": protocol} if protocol else {})}
+
+
 def run_article(args: argparse.Namespace) -> int:
     settings = FlowSettings(
         bootstrap=args.bootstrap,
@@ -79,6 +85,7 @@ def run_article(args: argparse.Namespace) -> int:
         transactional_id=args.transactional_id,
         rest_url=args.rest_url,
         idle_exit_s=args.idle_exit,
+        consumer_config=consumer_settings(),
     )
     with connect(args.database_url, lock_timeout_ms=args.lock_timeout_ms) as db:
         return ArticleFlow(args.name, settings, db, crash_points()).run()
@@ -115,7 +122,7 @@ def run_runner(args: argparse.Namespace) -> int:
         statement_timeout_ms=max(args.lock_timeout_ms * 2, 5_000),
         max_poll_interval_ms=60_000,
         retry_backoff_s=0.3,
-        consumer_config={"fetch.wait.max.ms": 50, **client_debug()},
+        consumer_config={"fetch.wait.max.ms": 50, **consumer_settings()},
         producer_config=client_debug(),
         **RUNNER_MODES[mode],
     )
