@@ -160,8 +160,10 @@ def test_a_silent_member_is_removed_after_the_session_timeout(broker, admin) -> 
 class Member:
     """One KIP-848 member speaking ConsumerGroupHeartbeat v1 itself."""
 
-    def __init__(self, client: WireClient, group: str, topics: list[str]) -> None:
-        self.client, self.group, self.topics = client, group, topics
+    def __init__(
+        self, client: WireClient, group: str, topics: list[str], instance: str | None = None
+    ) -> None:
+        self.client, self.group, self.topics, self.instance = client, group, topics, instance
         self.member_id = str(uuid.uuid4())
         self.epoch = 0
         self.owned: dict[uuid.UUID, tuple[int, ...]] = {}
@@ -173,7 +175,7 @@ class Member:
             group_id=self.group,
             member_id=self.member_id,
             member_epoch=i32(self.epoch if epoch is None else epoch),
-            instance_id=None,
+            instance_id=self.instance,
             rack_id=None,
             rebalance_timeout=datetime.timedelta(seconds=30 if joining or full else -0.001),
             subscribed_topic_names=tuple(self.topics) if joining or full else None,
@@ -282,3 +284,25 @@ def test_classic_and_consumer_members_stay_apart(broker, admin) -> None:
         refused = Member(client, classic_group, [topic]).join()
         assert refused.error_code == ErrorCode.group_id_not_found
     classic.close()
+
+
+def test_a_static_member_gets_its_partitions_back(broker, admin) -> None:
+    topic = new_topic(admin, 4)
+    group = f"static-{uuid.uuid4().hex[:6]}"
+    with WireClient(broker.bootstrap) as one, WireClient(broker.bootstrap) as two:
+        first = Member(one, group, [topic], instance="instance-a")
+        other = Member(two, group, [topic])
+        first.join()
+        other.join()
+        first.heartbeat()
+        first.heartbeat()
+        other.heartbeat()
+        mine = first.partitions()
+        assert len(mine) == 2
+        # the same instance cannot join twice while the first is in the group
+        twin = Member(two, group, [topic], instance="instance-a")
+        assert twin.join().error_code == ErrorCode.unreleased_instance_id
+        assert first.heartbeat(epoch=-2).member_epoch == -2  # leaves for a moment
+        back = Member(two, group, [topic], instance="instance-a")
+        assert back.join().error_code == ErrorCode.none
+        assert back.partitions() == mine
