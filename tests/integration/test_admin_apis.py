@@ -26,6 +26,9 @@ from onceflow.testing import BrokerProcess
 
 TOPIC = "admin-apis"
 
+# One broker for the module: keep its tests on one xdist worker.
+pytestmark = pytest.mark.xdist_group("admin-apis")
+
 
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory) -> Iterator[BrokerProcess]:

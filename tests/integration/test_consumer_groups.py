@@ -32,6 +32,9 @@ from onceflow.testing import BrokerProcess
 HEARTBEAT_MS = 300
 SESSION_MS = 3000
 
+# One broker for the module: keep its tests on one xdist worker.
+pytestmark = pytest.mark.xdist_group("consumer-groups")
+
 
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory) -> Iterator[BrokerProcess]:

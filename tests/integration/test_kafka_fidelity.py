@@ -38,6 +38,9 @@ from onceflow.protocol.legacy.list_offsets_v0 import ListOffsetsTopic as ListOff
 from onceflow.testing import BrokerProcess
 from tests.integration.wire import record_batch
 
+# One broker for the module: keep its tests on one xdist worker.
+pytestmark = pytest.mark.xdist_group("kafka-fidelity")
+
 
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory) -> Iterator[BrokerProcess]:

@@ -19,6 +19,9 @@ from onceflow.protocol.errors import ErrorCode
 from onceflow.testing import BrokerProcess
 from tests.integration.wire import create_topic, decode
 
+# One broker for the module: keep its tests on one xdist worker.
+pytestmark = pytest.mark.xdist_group("topic-ids")
+
 
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory) -> Iterator[BrokerProcess]:

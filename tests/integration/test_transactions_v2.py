@@ -33,6 +33,9 @@ TOPIC = "txn-v2"
 GROUP = "txn-v2-group"
 TRANSACTIONAL = 0x10
 
+# One broker for the module: keep its tests on one xdist worker.
+pytestmark = pytest.mark.xdist_group("transactions-v2")
+
 
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory) -> Iterator[BrokerProcess]:
