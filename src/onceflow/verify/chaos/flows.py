@@ -130,7 +130,9 @@ class EventInFlight:
 class ArticleFlow:
     """One consumer processing one event at a time through a flow's numbered steps."""
 
-    def __init__(self, name: str, settings: FlowSettings, db: Database, crash: CrashPoints) -> None:
+    def __init__(
+        self, name: str, settings: FlowSettings, db: Database, crash: CrashPoints
+    ) -> None:
         if name not in FLOWS:
             raise ValueError(f"unknown flow {name!r}; known: {', '.join(FLOWS)}")
         self.name = name
