@@ -39,7 +39,13 @@ from onceflow.spark.offsets import (
     split_ranges,
     to_spark,
 )
-from onceflow.spark.options import SourceOptions, parse_bool, parse_options
+from onceflow.spark.options import (
+    OnceflowOptionError,
+    SourceOptions,
+    one_line_option_errors,
+    parse_bool,
+    parse_options,
+)
 from onceflow.spark.reader import ReadSettings, read_range, report_data_loss
 from onceflow.spark.schema import check_schema, spark_schema
 
@@ -115,7 +121,10 @@ class OnceflowStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def initialOffset(self) -> dict:
         partitions = self.offsets.partitions()
-        start = self.offsets.resolve(self.options.starting_offsets, partitions, "startingOffsets")
+        with one_line_option_errors():
+            start = self.offsets.resolve(
+                self.options.starting_offsets, partitions, "startingOffsets"
+            )
         log.info("onceflow source starts at %s", start)
         return to_spark(start)
 
@@ -271,6 +280,32 @@ class OnceflowStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return _read(partition, self.settings)
 
 
+class RefusedStreamReader(DataSourceStreamReader):
+    """The stream reader of a query whose options are wrong for streaming: fails at once."""
+
+    def __init__(self, error: OnceflowOptionError) -> None:
+        self.error = error
+
+    def _fail(self) -> Any:
+        with one_line_option_errors():
+            raise self.error
+
+    def initialOffset(self) -> dict:
+        return self._fail()
+
+    def latestOffset(self, start: dict, limit: ReadLimit) -> dict:  # type: ignore[override]
+        return self._fail()
+
+    def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
+        return self._fail()
+
+    def read(self, partition: InputPartition) -> Iterator[Any]:
+        return self._fail()
+
+    def stop(self) -> None:
+        pass
+
+
 class OnceflowBatchReader(DataSourceReader):
     """``spark.read``: the ranges between ``startingOffsets`` and ``endingOffsets``."""
 
@@ -282,8 +317,11 @@ class OnceflowBatchReader(DataSourceReader):
         offsets = OffsetReader(self.options)
         try:
             partitions = offsets.partitions()
-            start = offsets.resolve(self.options.starting_offsets, partitions, "startingOffsets")
-            end = offsets.resolve(self.options.ending_offsets, partitions, "endingOffsets")
+            with one_line_option_errors():
+                start = offsets.resolve(
+                    self.options.starting_offsets, partitions, "startingOffsets"
+                )
+                end = offsets.resolve(self.options.ending_offsets, partitions, "endingOffsets")
         finally:
             offsets.close()
         return list(
@@ -297,6 +335,11 @@ class OnceflowBatchReader(DataSourceReader):
 class OnceflowDataSource(DataSource):
     """``format("onceflow")``: Kafka topics with the schema of Spark's Kafka connector."""
 
+    def __init__(self, options: dict[str, str]) -> None:
+        super().__init__(options)
+        with one_line_option_errors():
+            parse_options(self.options, batch=None)  # bad options fail at load(), not start()
+
     @classmethod
     def name(cls) -> str:
         return "onceflow"
@@ -309,11 +352,18 @@ class OnceflowDataSource(DataSource):
         return spark_schema(self._include_headers())
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
-        options = parse_options(self.options, batch=False)
-        check_schema(schema, options.include_headers)
+        try:
+            options = parse_options(self.options, batch=False)
+            check_schema(schema, options.include_headers)
+        except OnceflowOptionError as error:
+            # PySpark (4.0-4.3) calls stop() on the reader when streamReader() raises,
+            # before one exists, and reports only that UnboundLocalError: fail at the
+            # query's first call instead, with this error.
+            return RefusedStreamReader(error)
         return OnceflowStreamReader(options)
 
     def reader(self, schema: StructType) -> DataSourceReader:
-        options = parse_options(self.options, batch=True)
-        check_schema(schema, options.include_headers)
+        with one_line_option_errors():
+            options = parse_options(self.options, batch=True)
+            check_schema(schema, options.include_headers)
         return OnceflowBatchReader(options)
