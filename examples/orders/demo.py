@@ -85,13 +85,10 @@ class Pipeline:
         self.run = 0  # 1 for the first start, 2 after the restart
         self.batches: list[dict] = []  # every micro-batch's summary, in arrival order
         self.started = threading.Event()  # the queries are running
-        self.active: dict[str, threading.Event] = defaultdict(threading.Event)
 
     def start(self) -> None:
         self.run += 1
         self.started.clear()
-        for event in self.active.values():
-            event.clear()
         log = open(self.log_path, "a")  # noqa: SIM115  (owned by the child process)
         self.process = subprocess.Popen(
             self.command,
@@ -110,8 +107,6 @@ class Pipeline:
             kind, _, rest = line.strip().partition(" ")
             if kind == "progress":
                 self.batches.append({**json.loads(rest), "run": run})
-            elif kind == "active":
-                self.active[rest].set()
             elif line.startswith("pipeline started"):
                 self.started.set()
 
@@ -338,14 +333,15 @@ def run(args: argparse.Namespace) -> int:
 
 
 def kill_mid_batch(pipeline: Pipeline, args: argparse.Namespace, timeline: Timeline) -> None:
-    """SIGKILL the job while the revenue query is inside a micro-batch with data."""
-    active = pipeline.active["store_revenue"]
-    active.clear()
-    if active.wait(30):
-        time.sleep(0.1)
+    """SIGKILL the job as soon as the revenue query has planned a micro-batch (written its
+    offsets to the checkpoint) and not committed it yet: in the middle of that batch."""
+    checkpoint = args.state / "checkpoints" / "revenue"
+    deadline = time.monotonic() + 60
+    while unfinished_batch(checkpoint) is None and time.monotonic() < deadline:
+        time.sleep(0.005)
     pipeline.kill()
     timeline.killed_at = time.time()
-    timeline.unfinished_batch = unfinished_batch(args.state / "checkpoints" / "revenue")
+    timeline.unfinished_batch = unfinished_batch(checkpoint)
 
 
 def backlog_rate(pipeline: Pipeline, query: str) -> str:

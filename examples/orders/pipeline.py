@@ -121,15 +121,9 @@ def main(argv: list[str] | None = None) -> None:
     signal.signal(signal.SIGTERM, lambda *_: stopping.set())
     print("pipeline started", flush=True)
     reported: set[tuple[str, str]] = set()
-    active: dict[str, bool] = {}
     try:
         while all(query.isActive for query in queries) and not stopping.is_set():
             for query in queries:
-                status = query.status
-                busy = bool(status["isTriggerActive"] and status["isDataAvailable"])
-                if busy and not active.get(query.name):
-                    print("active", query.name)  # a micro-batch with data is under way
-                active[query.name] = busy
                 for progress in query.recentProgress:
                     if (
                         progress["numInputRows"]
@@ -138,7 +132,7 @@ def main(argv: list[str] | None = None) -> None:
                         reported.add((query.name, progress["timestamp"]))
                         print("progress", json.dumps(batch_summary(query.name, progress)))
             sys.stdout.flush()
-            stopping.wait(0.05)
+            stopping.wait(0.2)
         for query in queries:
             if query.exception() is not None:
                 print(f"query {query.name} failed: {query.exception()}", file=sys.stderr)
