@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 from onceflow.spark.database_sink import DatabaseSinkDataSource, database_offsets
+from onceflow.spark.feedback import FeedbackLoopWarning, watch_for_feedback_loops
 from onceflow.spark.kafka_sink import KafkaSinkDataSource
 from onceflow.spark.registration import register_data_source
 from onceflow.spark.source import OnceflowDataSource
@@ -22,6 +23,7 @@ from onceflow.spark.workers import PythonWorkerWarning, warn_if_workers_lack_onc
 
 __all__ = [
     "DatabaseSinkDataSource",
+    "FeedbackLoopWarning",
     "KafkaSinkDataSource",
     "OnceflowDataSource",
     "PythonWorkerWarning",
@@ -39,5 +41,6 @@ def register(spark: Any) -> None:
     Spark's local Python workers would not find onceflow.
     """
     warn_if_workers_lack_onceflow(spark)
+    watch_for_feedback_loops(spark)
     for source in (OnceflowDataSource, DatabaseSinkDataSource, KafkaSinkDataSource):
         register_data_source(spark, source)
