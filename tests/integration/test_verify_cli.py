@@ -134,6 +134,7 @@ def test_clean_table_and_topic_pass(broker_with_input, tmp_path):
         "events": EVENTS,
         "duplicate_records": 0,
         "aborted_events": 1,
+        "dead_lettered_events": 0,
     }
     assert [(s["name"], s["records"]) for s in report["sinks"]] == [
         ("table:orders_out", EVENTS),

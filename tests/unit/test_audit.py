@@ -193,6 +193,7 @@ def test_all_anomalies_together_and_json_round_trip():
         "events": 12,
         "duplicate_records": 0,
         "aborted_events": 0,
+        "dead_lettered_events": 0,
     }
     assert document["sinks"][0]["counts"]["missing"] == 1
     assert set(document["counts"]) == set(KINDS)
