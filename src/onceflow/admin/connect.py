@@ -141,11 +141,11 @@ class ClusterSession:
         """Raise Unreachable unless the cluster answers a DescribeCluster/Metadata request."""
         self.result(self.admin.describe_cluster(request_timeout=self.timeout), "describe cluster")
 
-    def list_topics(self, topic: str | None = None) -> Any:
-        """Cluster metadata (all topics, or one without creating it)."""
+    def list_topics(self) -> Any:
+        """Cluster metadata of every topic (asking for one could auto-create it)."""
         self.check()
         try:
-            return self.admin.list_topics(topic, timeout=self.timeout)
+            return self.admin.list_topics(timeout=self.timeout)
         except Exception as error:
             raise translate(error, "metadata") from None
 

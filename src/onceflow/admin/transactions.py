@@ -68,13 +68,15 @@ class Cluster:
 
 
 def cluster(session: ClusterSession, topic: str | None = None) -> Cluster:
-    metadata = session.list_topics(topic)
+    metadata = session.list_topics()
     brokers = {b.id: f"{b.host}:{b.port}" for b in metadata.brokers.values()}
+    if topic is not None and (
+        topic not in metadata.topics or metadata.topics[topic].error is not None
+    ):
+        raise NotFound(f"topic {topic!r} does not exist")
     leaders, replicas = {}, {}
     for name, described in metadata.topics.items():
         if described.error is not None:
-            if name == topic:
-                raise NotFound(f"topic {topic!r} does not exist")
             continue
         for number, partition in described.partitions.items():
             leaders[(name, number)] = partition.leader
