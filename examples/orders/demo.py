@@ -38,7 +38,7 @@ sys.path.insert(0, str(HERE))
 from generator import generate  # noqa: E402
 
 from onceflow.broker.process import BrokerProcess  # noqa: E402
-from onceflow.verify.command import run_verify  # noqa: E402
+from onceflow.verify.run import run_verify  # noqa: E402
 
 console = Console()
 
