@@ -386,8 +386,6 @@ def test_abort_a_hanging_transaction_unblocks_read_committed(kafka_broker):
     abort = invoke(
         "transactions", "abort", "--topic", "stuck", "--partition", "0", "--start-offset", "1", *b
     )
-    if abort.exit_code == 2 and "does not serve WriteTxnMarkers" in abort.stderr:
-        pytest.xfail(f"the broker cannot abort yet: {abort.stderr.strip()}")
     assert abort.exit_code == 0, abort.stderr
     assert len(read_committed()) == 2  # the record after the aborted transaction
     assert (

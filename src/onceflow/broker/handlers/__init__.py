@@ -16,4 +16,5 @@ from onceflow.broker.handlers import (  # noqa: F401
     producer_id,
     transaction_admin,
     transactions,
+    write_txn_markers,
 )
