@@ -10,6 +10,8 @@ from onceflow.testing import BrokerProcess, BrokerStartError, start_broker
 SEEN: dict[str, set] = {"ports": set(), "topics": set()}
 
 
+# Both runs on one xdist worker: each worker process has its own session broker.
+@pytest.mark.xdist_group("testing-plugin-session")
 @pytest.mark.parametrize("run", [1, 2])
 def test_the_session_broker_is_shared_and_topics_are_not(
     run, kafka_session_broker, kafka_topic_factory
