@@ -5,12 +5,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import ssl
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from onceflow.broker.context import NO_RESPONSE, Deferred, RequestContext
 from onceflow.broker.framing import Frame, FrameError, FrameProtocol
 from onceflow.broker.registry import HANDLERS
+from onceflow.broker.security.session import Session
 from onceflow.protocol.codec import (
     API_VERSIONS_KEY,
     MalformedRequest,
@@ -23,6 +25,7 @@ from onceflow.protocol.codec import (
     response_class,
 )
 from onceflow.protocol.errors import ErrorCode, KafkaError
+from onceflow.security.tls import certificate_principal
 
 if TYPE_CHECKING:
     from onceflow.broker.broker import Broker
@@ -30,6 +33,8 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 MAX_IN_FLIGHT = 16
+TLS_HANDSHAKE_TIMEOUT = 10.0
+SASL_PHASE_APIS = frozenset({API_VERSIONS_KEY, 17, 36})  # + SaslHandshake, SaslAuthenticate
 
 
 class CloseConnection(Exception):
@@ -37,14 +42,26 @@ class CloseConnection(Exception):
 
 
 class Connection:
-    def __init__(self, broker: Broker, frames: FrameProtocol) -> None:
+    def __init__(
+        self,
+        broker: Broker,
+        frames: FrameProtocol,
+        session: Session | None = None,
+        tls: ssl.SSLContext | None = None,
+    ) -> None:
         self.broker = broker
         self.frames = frames
         self.peer = frames.peer
+        self.session = session or Session(client_host=self.peer.rsplit(":", 1)[0])
+        self._tls = tls
         self._responses: asyncio.Queue[Any] = asyncio.Queue(MAX_IN_FLIGHT)
 
     async def serve(self) -> None:
+        if self._tls is not None and not await self._start_tls(self._tls):
+            return
         sender = asyncio.create_task(self._send_responses())
+        session = self.session
+        limited = session.authenticating  # frames limited to sasl.server.max.receive.size
         try:
             while True:
                 try:
@@ -56,6 +73,11 @@ class Connection:
                 result = await self._dispatch(frame)
                 if result is not NO_RESPONSE and not await self._enqueue(result, sender):
                     break  # the sender is gone: the connection was lost
+                if session.close_after_response:
+                    break
+                if limited and not session.authenticating:
+                    self.frames.max_frame_bytes = self.broker.config["socket.request.max.bytes"]
+                    limited = False
         except CloseConnection as reason:
             log.warning("closing connection from %s: %s", self.peer, reason)
         except ConnectionError:
@@ -65,6 +87,19 @@ class Connection:
                 with contextlib.suppress(Exception):
                     await sender
             self.frames.close()
+
+    async def _start_tls(self, context: ssl.SSLContext) -> bool:
+        """The TLS handshake; the client certificate's subject becomes the principal."""
+        try:
+            ssl_object = await self.frames.start_tls(context, TLS_HANDSHAKE_TIMEOUT)
+        except (OSError, TimeoutError, ssl.SSLError) as error:
+            log.warning("TLS handshake with %s failed: %s", self.peer, error)
+            self.frames.close()
+            return False
+        principal = certificate_principal(ssl_object)
+        if principal is not None:
+            self.session.principal = principal
+        return True
 
     async def _enqueue(self, item: Any, sender: asyncio.Task[None]) -> bool:
         """Hand a response to the sender, in order; False if the sender has stopped."""
@@ -101,6 +136,11 @@ class Connection:
         except MalformedRequest as error:
             raise CloseConnection(str(error)) from None
         handler = HANDLERS.get(api_key)
+        if self.session.authenticating and api_key not in SASL_PHASE_APIS:
+            raise CloseConnection(
+                f"{api_name(api_key)} request before SASL authentication (SaslHandshake, "
+                "SaslAuthenticate) completed"
+            )
         if api_key == API_VERSIONS_KEY and (handler is None or not handler.supports(version)):
             return self._unsupported_api_versions(correlation_id)
         cls = request_class(api_key, version)
@@ -116,7 +156,7 @@ class Connection:
             return encode_response(
                 api_key, correlation_id, error_response(responder, ErrorCode.unsupported_version)
             )
-        context = RequestContext(self.broker, header, self.peer)
+        context = RequestContext(self.broker, header, self.peer, self.session)
         try:
             result = await handler.handle(context, body)
         except KafkaError as error:

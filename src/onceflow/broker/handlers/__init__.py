@@ -1,6 +1,7 @@
 """One module per API family; importing this package registers every handler."""
 
 from onceflow.broker.handlers import (  # noqa: F401
+    acls,
     admin_configs,
     admin_topics,
     api_versions,
@@ -14,6 +15,8 @@ from onceflow.broker.handlers import (  # noqa: F401
     offsets,
     produce,
     producer_id,
+    sasl,
+    scram_credentials,
     transaction_admin,
     transactions,
 )

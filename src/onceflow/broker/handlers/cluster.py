@@ -28,8 +28,8 @@ async def describe_cluster(ctx: RequestContext, request: Any) -> Any:
             build(
                 broker_cls,
                 broker_id=broker.node_id,
-                host=broker.advertised_host,
-                port=broker.port,
+                host=ctx.advertised_host,
+                port=ctx.advertised_port,
                 rack=None,
             ),
         ),

@@ -21,8 +21,8 @@ async def find_coordinator(ctx: RequestContext, request: Any) -> Any:
     code = ErrorCode.none if key_type in KEY_TYPES else ErrorCode.invalid_request
     message = None if code == ErrorCode.none else f"unknown coordinator key type {key_type}"
     node = broker.node_id if code == ErrorCode.none else -1
-    host = broker.advertised_host if code == ErrorCode.none else ""
-    port = broker.port if code == ErrorCode.none else -1
+    host = ctx.advertised_host if code == ErrorCode.none else ""
+    port = ctx.advertised_port if code == ErrorCode.none else -1
     if ctx.version >= 4:  # batched form: one answer per key
         entry = element(cls, "coordinators")
         return build(

@@ -82,8 +82,8 @@ async def metadata(ctx: RequestContext, request: Any) -> Any:
             build(
                 broker_cls,
                 node_id=broker.node_id,
-                host=broker.advertised_host,
-                port=broker.port,
+                host=ctx.advertised_host,
+                port=ctx.advertised_port,
                 rack=None,
             ),
         ),
