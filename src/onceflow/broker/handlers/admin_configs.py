@@ -8,6 +8,7 @@ from typing import Any
 
 from onceflow.broker.context import RequestContext
 from onceflow.broker.registry import handles
+from onceflow.broker.security import rules
 from onceflow.config import (
     BROKER_CONFIGS,
     TOPIC_CONFIGS,
@@ -34,6 +35,7 @@ class DescribedConfig:
     value: str
     source: int
     kind: str
+    sensitive: bool = False
 
 
 def describe_topic_configs(config: TopicConfig, keys: Any) -> list[DescribedConfig]:
@@ -57,6 +59,7 @@ def describe_broker_configs(ctx: RequestContext, keys: Any) -> list[DescribedCon
             render_value(ctx.broker.config[name]),
             SOURCE_STATIC_BROKER,
             BROKER_CONFIGS[name].kind,
+            BROKER_CONFIGS[name].sensitive,
         )
         for name in names
     ]
@@ -71,6 +74,9 @@ async def describe_configs(ctx: RequestContext, request: Any) -> Any:
     for resource in request.resources:
         code, message, described = ErrorCode.none, None, []
         try:
+            rules.config_resource_denial(
+                ctx, rules.DESCRIBE_CONFIGS, resource.resource_type, resource.resource_name
+            )
             if resource.resource_type == RESOURCE_TOPIC:
                 topic = ctx.broker.logs.get_topic(resource.resource_name)
                 described = describe_topic_configs(topic.config, resource.configuration_keys)
@@ -93,10 +99,10 @@ async def describe_configs(ctx: RequestContext, request: Any) -> Any:
                     build(
                         config_cls,
                         name=entry.name,
-                        value=entry.value,
+                        value=None if entry.sensitive else entry.value,
                         read_only=entry.source == SOURCE_STATIC_BROKER,
                         config_source=entry.source,
-                        is_sensitive=False,
+                        is_sensitive=entry.sensitive,
                         synonyms=(),
                         config_type=CONFIG_TYPES[entry.kind],
                         documentation=None,
@@ -115,6 +121,9 @@ def _alter(ctx: RequestContext, request: Any, compute: Any) -> Any:
     for resource in request.resources:
         code, message = ErrorCode.none, None
         try:
+            rules.config_resource_denial(
+                ctx, rules.ALTER_CONFIGS, resource.resource_type, resource.resource_name
+            )
             if resource.resource_type == RESOURCE_BROKER:
                 raise KafkaError(
                     ErrorCode.invalid_request,

@@ -7,6 +7,7 @@ from typing import Any
 
 from onceflow.broker.context import RequestContext
 from onceflow.broker.registry import handles
+from onceflow.broker.security import rules
 from onceflow.protocol.codec import build, element
 from onceflow.protocol.errors import ErrorCode
 
@@ -33,5 +34,11 @@ async def describe_cluster(ctx: RequestContext, request: Any) -> Any:
                 rack=None,
             ),
         ),
-        cluster_authorized_operations=-(2**31),
+        cluster_authorized_operations=rules.authorized_operations(
+            ctx,
+            rules.CLUSTER,
+            rules.CLUSTER_NAME,
+            getattr(request, "include_cluster_authorized_operations", False),
+            -(2**31),
+        ),
     )

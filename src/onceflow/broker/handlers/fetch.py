@@ -14,6 +14,7 @@ from typing import Any
 
 from onceflow.broker.context import RequestContext
 from onceflow.broker.registry import handles
+from onceflow.broker.security import rules
 from onceflow.log.partition_log import PartitionLog
 from onceflow.protocol.codec import build, element
 from onceflow.protocol.errors import ErrorCode, KafkaError
@@ -48,6 +49,7 @@ def _read_all(ctx: RequestContext, request: Any) -> tuple[Any, int, list[Partiti
     total = 0
     watched: list[PartitionLog] = []
     topics = []
+    denied = rules.fetch_denials(ctx, request)
     for topic in request.topics:
         partitions = []
         for wanted in topic.partitions:
@@ -56,6 +58,7 @@ def _read_all(ctx: RequestContext, request: Any) -> tuple[Any, int, list[Partiti
             high_watermark = stable = start = -1
             aborted = None
             try:
+                rules.check(denied, topic.topic)
                 partition = logs.partition(topic.topic, wanted.partition)
                 high_watermark = partition.high_watermark
                 stable = partition.last_stable_offset

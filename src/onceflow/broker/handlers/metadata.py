@@ -7,6 +7,7 @@ from typing import Any
 
 from onceflow.broker.context import RequestContext
 from onceflow.broker.registry import handles
+from onceflow.broker.security import rules
 from onceflow.log.manager import Topic
 from onceflow.protocol.codec import build, element
 from onceflow.protocol.errors import ErrorCode, KafkaError
@@ -56,16 +57,31 @@ async def metadata(ctx: RequestContext, request: Any) -> Any:
             topic_id=topic.topic_id if topic else None,
             is_internal=topic.internal if topic else False,
             partitions=partitions,
-            topic_authorized_operations=NO_AUTHORIZED_OPERATIONS,
+            topic_authorized_operations=rules.authorized_operations(
+                ctx,
+                rules.TOPIC,
+                name,
+                getattr(request, "include_topic_authorized_operations", False),
+                NO_AUTHORIZED_OPERATIONS,
+            )
+            if topic is not None
+            else NO_AUTHORIZED_OPERATIONS,
         )
 
     topics = []
     if request.topics is None:
-        topics = [describe(t.name, t, ErrorCode.none) for t in broker.logs.topics.values()]
+        hidden = rules.hidden_topics(ctx, broker.logs.topics)
+        topics = [
+            describe(t.name, t, ErrorCode.none)
+            for t in broker.logs.topics.values()
+            if t.name not in hidden
+        ]
     else:
+        denied = rules.metadata_denials(ctx, request.topics, allow_create)
         for wanted in request.topics:
             name = wanted.name
             try:
+                rules.check(denied, name)
                 topic = broker.logs.topics.get(name)
                 if topic is None:
                     if not allow_create:
@@ -90,5 +106,11 @@ async def metadata(ctx: RequestContext, request: Any) -> Any:
         cluster_id=broker.cluster_id,
         controller_id=broker.node_id,
         topics=tuple(topics),
-        cluster_authorized_operations=NO_AUTHORIZED_OPERATIONS,
+        cluster_authorized_operations=rules.authorized_operations(
+            ctx,
+            rules.CLUSTER,
+            rules.CLUSTER_NAME,
+            getattr(request, "include_cluster_authorized_operations", False),
+            NO_AUTHORIZED_OPERATIONS,
+        ),
     )

@@ -7,7 +7,7 @@ authorizer configured every helper returns at once: nothing is looked up per req
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from onceflow.broker.security.acl_model import CLUSTER_NAME, Operation, ResourceType
 from onceflow.protocol.errors import ErrorCode, KafkaError
@@ -86,21 +86,22 @@ def everything(names: Iterable[str], code: ErrorCode) -> Denials:
     return dict.fromkeys(names, code)
 
 
-def produce_denials(
-    ctx: RequestContext, transactional_id: str | None, topics: list[str]
-) -> Denials:
+def produce_denials(ctx: RequestContext, transactional_id: str | None, topic_data: Any) -> Denials:
     """Produce: WRITE on the transactional id (if any), then WRITE on each topic."""
     if ctx.broker.authorizer is None:
         return {}
+    topics = [topic.name for topic in topic_data]
     if transactional_id is not None and not allowed(ctx, WRITE, TRANSACTIONAL_ID, transactional_id):
         return everything(topics, ErrorCode.transactional_id_authorization_failed)
     return denied_topics(ctx, WRITE, topics)
 
 
-def fetch_denials(ctx: RequestContext, replica_id: int, topics: list[str]) -> Denials:
+def fetch_denials(ctx: RequestContext, request: Any) -> Denials:
     """Fetch: CLUSTER_ACTION for a follower (replica id >= 0), else READ on each topic."""
     if ctx.broker.authorizer is None:
         return {}
+    topics = [topic.topic for topic in request.topics]
+    replica_id = getattr(request, "replica_id", -1)
     if replica_id >= 0:
         if allowed(ctx, CLUSTER_ACTION, CLUSTER, CLUSTER_NAME):
             return {}
@@ -188,16 +189,41 @@ def visible_topics(ctx: RequestContext, names: Iterable[str]) -> list[str]:
     return [name for name in names if allowed(ctx, DESCRIBE, TOPIC, name, log_denied=False)]
 
 
-def metadata_denials(ctx: RequestContext, names: list[str], may_create: bool) -> Denials:
+def hidden_topics(ctx: RequestContext, names: Iterable[str]) -> set[str]:
+    """Metadata for all topics lists only those the principal may DESCRIBE."""
+    if ctx.broker.authorizer is None:
+        return set()
+    return {name for name in names if not allowed(ctx, DESCRIBE, TOPIC, name, log_denied=False)}
+
+
+def metadata_denials(ctx: RequestContext, wanted: Any, allow_auto_create: bool) -> Denials:
     """Metadata for named topics: DESCRIBE on each; creating a missing one needs CREATE
     on the cluster or the topic."""
     if ctx.broker.authorizer is None:
         return {}
+    names = [topic.name for topic in wanted if topic.name is not None]
     denied = denied_topics(ctx, DESCRIBE, names)
     missing = [n for n in names if n not in denied and n not in ctx.broker.logs.topics]
-    if may_create and missing:
+    if missing and allow_auto_create and ctx.broker.config["auto.create.topics.enable"]:
         denied.update(create_topic_denials(ctx, missing))
     return denied
+
+
+def offsets_to_show(ctx: RequestContext, answers: list, all_topics: bool) -> list:
+    """OffsetFetch: offsets of topics the principal may not DESCRIBE are left out when
+    it asked for every topic, and answer TOPIC_AUTHORIZATION_FAILED when it named them.
+    ``answers`` are the coordinator's ((topic, partition), offset, epoch, metadata, code)."""
+    if ctx.broker.authorizer is None:
+        return answers
+    hidden = hidden_topics(ctx, {topic for (topic, _), *_ in answers})
+    if not hidden:
+        return answers
+    if all_topics:
+        return [answer for answer in answers if answer[0][0] not in hidden]
+    refused = ErrorCode.topic_authorization_failed
+    return [
+        (answer[0], -1, -1, "", refused) if answer[0][0] in hidden else answer for answer in answers
+    ]
 
 
 def visible_groups(ctx: RequestContext, group_ids: Iterable[str]) -> set[str]:
