@@ -6,12 +6,14 @@ import asyncio
 import contextlib
 import logging
 import ssl
+import struct
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from onceflow.broker.context import NO_RESPONSE, Deferred, RequestContext
 from onceflow.broker.framing import Frame, FrameError, FrameProtocol
 from onceflow.broker.registry import HANDLERS
+from onceflow.broker.security.sasl_server import AuthenticationFailed
 from onceflow.broker.security.session import Session
 from onceflow.protocol.codec import (
     API_VERSIONS_KEY,
@@ -131,6 +133,8 @@ class Connection:
             await self.frames.drain()
 
     async def _dispatch(self, frame: Frame) -> Any:
+        if self.session.raw_sasl_tokens:
+            return self._raw_sasl_token(frame)
         try:
             api_key, version, correlation_id = peek_header(frame)
         except MalformedRequest as error:
@@ -172,6 +176,17 @@ class Connection:
             return _Pending(api_key, correlation_id, ready, responder)
         return _encode(api_key, correlation_id, result, responder)
 
+    def _raw_sasl_token(self, frame: Frame) -> Any:
+        """A SASL token after SaslHandshake v0: answered as a bare frame; a failure has no
+        answer but closing the connection (after the failure delay)."""
+        from onceflow.broker.handlers.sasl import exchange_token
+
+        try:
+            challenge = exchange_token(self.broker, self.session, self.peer, bytes(frame))
+        except AuthenticationFailed as failure:
+            return _Silence(failure.args[0])
+        return struct.pack(">i", len(challenge)) + challenge
+
     def _unsupported_api_versions(self, correlation_id: int) -> bytes:
         from onceflow.broker.handlers.api_versions import api_versions_response
 
@@ -198,6 +213,18 @@ class _Pending:
         except KafkaError as error:
             response = error_response(self.responder, error.code)
         return _encode(self.api_key, self.correlation_id, response, self.responder)
+
+
+class _Silence(_Pending):
+    """Nothing to send, after a delay (a failed SASL v0 exchange, then the close)."""
+
+    __slots__ = ()
+
+    def __init__(self, seconds: float) -> None:
+        super().__init__(0, 0, Deferred(asyncio.sleep(seconds, b"")), object)
+
+    async def encoded(self) -> bytes:
+        return await self.deferred.awaitable
 
 
 def _encode(api_key: int, correlation_id: int, response: Any, responder: type) -> bytes:

@@ -1,8 +1,9 @@
 """SaslHandshake and SaslAuthenticate: the SASL exchange on a SASL_* listener.
 
 Until it completes, a connection may send only ApiVersions, SaslHandshake and
-SaslAuthenticate (the connection closes on anything else). Handshake v0, which sends the
-SASL tokens without Kafka framing, is not served: clients use v1 when it is advertised.
+SaslAuthenticate (the connection closes on anything else). After SaslHandshake v0 the
+SASL tokens follow as bare size-prefixed frames (Connection.raw_sasl_token); v1 wraps
+them in SaslAuthenticate requests.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from typing import Any
 from onceflow.broker.context import Deferred, RequestContext
 from onceflow.broker.registry import handles
 from onceflow.broker.security.sasl_server import AuthenticationFailed
+from onceflow.broker.security.session import Session
 from onceflow.protocol.codec import build
 from onceflow.protocol.errors import ErrorCode
 
@@ -22,7 +24,7 @@ log = logging.getLogger(__name__)
 NO_LIFETIME = datetime.timedelta(0)
 
 
-@handles(17, 1, 1)
+@handles(17, 0, 1)
 async def sasl_handshake(ctx: RequestContext, request: Any) -> Any:
     session = ctx.session
     sasl = ctx.broker.sasl
@@ -44,6 +46,7 @@ async def sasl_handshake(ctx: RequestContext, request: Any) -> Any:
             mechanisms=mechanisms,
         )
     session.sasl = sasl.start(request.mechanism)
+    session.raw_sasl_tokens = ctx.version == 0
     return build(ctx.response_class, error_code=ErrorCode.none, mechanisms=mechanisms)
 
 
@@ -55,30 +58,44 @@ async def sasl_authenticate(ctx: RequestContext, request: Any) -> Any:
         session.close_after_response = session.authenticating
         return _response(ctx, ErrorCode.illegal_sasl_state, "SaslHandshake must come first")
     try:
-        challenge = exchange.respond(request.auth_bytes)
-    except AuthenticationFailed as reason:
-        session.close_after_response = True
-        delay = ctx.broker.sasl.throttle.delay_after_failure(session.client_host)
-        log.warning(
-            "Failed authentication with %s (user %r, mechanism %s): %s; closing after %.0f ms",
-            ctx.peer,
-            exchange.username,
-            exchange.mechanism,
-            reason,
-            delay * 1000,
-        )
+        challenge = exchange_token(ctx.broker, session, ctx.peer, request.auth_bytes)
+    except AuthenticationFailed as failure:
         message = (
             "Authentication failed during authentication due to invalid credentials "
             f"with SASL mechanism {exchange.mechanism}"
         )
         response = _response(ctx, ErrorCode.sasl_authentication_failed, message)
-        return Deferred(_after(delay, response))
+        return Deferred(_after(failure.args[0], response))
+    return _response(ctx, ErrorCode.none, None, challenge)
+
+
+def exchange_token(broker: Any, session: Session, peer: str, token: bytes) -> bytes:
+    """One step of the session's SASL exchange: the server's token for the client's.
+
+    On failure: logged, the connection marked to close after the answer, and
+    AuthenticationFailed raised with the delay (seconds) before that answer."""
+    exchange = session.sasl
+    try:
+        challenge = exchange.respond(token)
+    except AuthenticationFailed as reason:
+        session.close_after_response = True
+        delay = broker.sasl.throttle.delay_after_failure(session.client_host)
+        log.warning(
+            "Failed authentication with %s (user %r, mechanism %s): %s; closing after %.0f ms",
+            peer,
+            exchange.username,
+            exchange.mechanism,
+            reason,
+            delay * 1000,
+        )
+        raise AuthenticationFailed(delay) from None
     if exchange.complete:
         session.principal = f"User:{exchange.username}"
         session.authenticating = False
         session.sasl = None
-        log.info("%s authenticated as %s with %s", ctx.peer, session.principal, exchange.mechanism)
-    return _response(ctx, ErrorCode.none, None, challenge)
+        session.raw_sasl_tokens = False
+        log.info("%s authenticated as %s with %s", peer, session.principal, exchange.mechanism)
+    return challenge
 
 
 def _response(ctx: RequestContext, code: ErrorCode, message: str | None, data: bytes = b"") -> Any:

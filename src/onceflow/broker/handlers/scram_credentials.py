@@ -17,7 +17,6 @@ from onceflow.security.scram import (
     MECHANISM_CODES,
     MECHANISM_NAMES,
     MIN_ITERATIONS,
-    MIN_SALT_BYTES,
     ScramCredential,
     credential_from_salted,
 )
@@ -83,11 +82,6 @@ async def alter_user_scram_credentials(ctx: RequestContext, request: Any) -> Any
                 raise KafkaError(ErrorCode.unacceptable_credential, "Too few iterations")
             if upsertion.iterations > MAX_ITERATIONS:
                 raise KafkaError(ErrorCode.unacceptable_credential, "Too many iterations")
-            if len(upsertion.salt) < MIN_SALT_BYTES:
-                raise KafkaError(
-                    ErrorCode.unacceptable_credential,
-                    f"The salt must be at least {MIN_SALT_BYTES} bytes",
-                )
             upserts[name] = (
                 mechanism,
                 credential_from_salted(

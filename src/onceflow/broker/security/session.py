@@ -20,4 +20,5 @@ class Session:
     advertised_port: int = -1
     authenticating: bool = False
     sasl: Any = None  # the SASL exchange under way (broker.security.sasl_server)
+    raw_sasl_tokens: bool = False  # after SaslHandshake v0: tokens without Kafka headers
     close_after_response: bool = False
