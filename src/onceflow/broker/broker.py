@@ -71,13 +71,13 @@ class Broker:
 
     async def start(self) -> None:
         self.data_dir.mkdir(parents=True, exist_ok=True)
+        self._start_security()  # bad settings fail here, before any log is opened
         self.cluster_id = self._load_cluster_id()
         self.logs.load()
         self.producer_ids = ProducerIdManager(self.data_dir)
         self.logs.start()
         for coordinator in self.coordinators:
             await coordinator.start()
-        self._start_security()
         bound = []
         for listener in self.listeners:
             bound.append(await self._listen(listener))
@@ -94,10 +94,10 @@ class Broker:
     def _start_security(self) -> None:
         if settings.needs(self.listeners, "uses_tls"):
             self.tls = settings.server_tls_context(self.config)
-        self.scram_credentials = ScramCredentialStore(self.data_dir)
-        settings.add_scram_users(self.scram_credentials, self.scram_users)
-        self.sasl = settings.sasl_server(self.config, self.scram_credentials)
         self.authorizer = settings.authorizer(self.config, self.data_dir)
+        self.scram_credentials = ScramCredentialStore(self.data_dir)
+        self.sasl = settings.sasl_server(self.config, self.scram_credentials)
+        settings.add_scram_users(self.scram_credentials, self.scram_users)
 
     async def _listen(self, listener: Listener) -> Listener:
         """Start serving ``listener``; the listener with its bound port."""
