@@ -30,20 +30,26 @@ broker-demo: venv
 	$(BIN)/python -m onceflow demo
 
 test: venv system-deps
-	$(BIN)/ruff check src tests benchmarks examples
+	$(BIN)/ruff check src tests benchmarks examples scripts
 	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist loadgroup -q
 
-# Long loops beyond what CI needs: 2,000 simulated power losses of a working broker.
+# Long loops beyond what CI needs: 2,000 simulated power losses of a working broker, 20
+# SIGKILL-and-restart cycles of three Spark queries on one source, and 20 fresh demo runs.
 STRESS_POWER_LOSSES ?= 2000
+STRESS_SPARK_RESTARTS ?= 20
+STRESS_DEMOS ?= 20
 stress: venv system-deps
 	ONCEFLOW_POWER_LOSS_CYCLES=$(STRESS_POWER_LOSSES) $(BIN)/python -m pytest -q \
 		tests/integration/test_power_loss.py
+	ONCEFLOW_SPARK_RESTARTS=$(STRESS_SPARK_RESTARTS) $(BIN)/python -m pytest -q \
+		tests/spark/test_multi_query_restart.py
+	$(BIN)/python scripts/demo_runs.py --runs $(STRESS_DEMOS)
 
 unit: venv
 	$(BIN)/python -m pytest -q tests/unit
 
 lint: venv
-	$(BIN)/ruff check src tests benchmarks examples
+	$(BIN)/ruff check src tests benchmarks examples scripts
 
 # The full chaos matrix (every pattern x every step, Spark included; about 15 minutes),
 # written to docs/guarantees.{md,json,png}.

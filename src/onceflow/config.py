@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import difflib
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -167,6 +169,12 @@ def parse_value(key: ConfigKey, raw: Any) -> Any:
     return value
 
 
+def did_you_mean(name: str, known: Iterable[str]) -> str:
+    """ " (did you mean X?)" for the closest known name, or ""."""
+    close = difflib.get_close_matches(name, [*known, *TOPIC_CONFIGS], n=1, cutoff=0.75)
+    return f" (did you mean {close[0]}?)" if close else ""
+
+
 def render_value(value: Any) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
@@ -183,7 +191,10 @@ class BrokerConfig:
         for name, raw in overrides.items():
             key = BROKER_CONFIGS.get(name) or TOPIC_CONFIGS.get(name)
             if key is None:
-                raise KafkaError(ErrorCode.invalid_config, f"Unknown broker configuration {name}")
+                raise KafkaError(
+                    ErrorCode.invalid_config,
+                    f"Unknown broker configuration {name}{did_you_mean(name, BROKER_CONFIGS)}",
+                )
             config.values[name] = parse_value(key, raw)
         return config
 

@@ -1,36 +1,128 @@
 """pytest plugin: a real onceflow broker in a subprocess for your tests.
 
-Installed with onceflow and enabled automatically. Fixtures:
+Installed with onceflow and enabled automatically; it does what testcontainers'
+``KafkaContainer`` does, without Docker or Java. Fixtures:
 
-* ``kafka_broker`` — a broker on a free port with a temporary data directory, one per
-  test; ``kafka_broker.bootstrap`` is ``"127.0.0.1:PORT"``.
-* ``kafka_broker_factory`` — start brokers with your own settings, for example
-  ``kafka_broker_factory(config={"num.partitions": "3"})``.
+* ``kafka_session_broker`` — one broker for the whole test session (starts in about a
+  second); ``kafka_module_broker`` — one per test module. Share them between tests by
+  giving each test its own topics: ``kafka_topic_factory``.
+* ``kafka_topic_factory`` — ``kafka_topic_factory(partitions=3)`` creates a topic with a
+  unique name (from the test's name) on the session broker, or on ``broker=``, and
+  returns the name.
+* ``kafka_broker`` — a fresh broker for one test (for tests that kill or reconfigure it);
+  ``kafka_broker_factory(config={"num.partitions": "3"})`` starts brokers with settings.
 
-A ``BrokerProcess`` can also be used directly, and can be killed with SIGKILL and
-restarted on the same data directory and port to test crash recovery.
+Every broker listens on a free port with a temporary data directory;
+``broker.bootstrap`` is ``"127.0.0.1:PORT"``. A broker that refuses to start raises
+``BrokerStartError`` quoting its own message (e.g. an unknown setting). A
+``BrokerProcess`` can also be killed with SIGKILL and restarted on the same data
+directory and port to test crash recovery.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import re
+import uuid
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
 from onceflow.broker.process import BrokerProcess, temporary_broker
 
-__all__ = ["BrokerProcess", "kafka_broker", "kafka_broker_factory", "temporary_broker"]
+__all__ = [
+    "BrokerProcess",
+    "BrokerStartError",
+    "kafka_broker",
+    "kafka_broker_factory",
+    "kafka_module_broker",
+    "kafka_session_broker",
+    "kafka_topic_factory",
+    "start_broker",
+    "temporary_broker",
+    "unique_name",
+]
+
+
+class BrokerStartError(RuntimeError):
+    """The broker process exited or never said it was ready."""
+
+
+def start_broker(broker: BrokerProcess, timeout: float = 30.0) -> BrokerProcess:
+    """``broker.start()``, failing with the broker's own last error line."""
+    log = broker.log_path
+    offset = log.stat().st_size if log.exists() else 0
+    try:
+        return broker.start(timeout)
+    except RuntimeError:
+        raise BrokerStartError(
+            f"broker did not start: {_last_error(log, offset)} (full log: {log})"
+        ) from None
+
+
+def _last_error(log: Path, offset: int) -> str:
+    try:
+        with open(log, errors="replace") as file:
+            file.seek(offset)
+            lines = [line.strip() for line in file if line.strip()]
+    except OSError:
+        return "no log"
+    errors = [line for line in lines if line.startswith("Error: ")]
+    if errors:
+        return errors[-1].removeprefix("Error: ")
+    return lines[-1] if lines else "it exited without a message"
+
+
+def unique_name(hint: str = "topic") -> str:
+    """A topic or group name no other test uses: the hint (e.g. the test's name) + random."""
+    cleaned = re.sub(r"[^A-Za-z0-9._-]+", "-", hint).strip("-.")[:100] or "topic"
+    return f"{cleaned}-{uuid.uuid4().hex[:8]}"
+
+
+def _shared_broker(factory: pytest.TempPathFactory, name: str) -> Iterator[BrokerProcess]:
+    broker = start_broker(BrokerProcess(factory.mktemp(name) / "data"))
+    yield broker
+    broker.stop()
+
+
+@pytest.fixture(scope="session")
+def kafka_session_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
+    yield from _shared_broker(tmp_path_factory, "kafka-session")
+
+
+@pytest.fixture(scope="module")
+def kafka_module_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
+    yield from _shared_broker(tmp_path_factory, "kafka-module")
 
 
 @pytest.fixture
-def kafka_broker_factory(tmp_path: Path) -> Iterator:
+def kafka_topic_factory(request: pytest.FixtureRequest) -> Callable[..., str]:
+    def create(
+        partitions: int = 1,
+        config: dict[str, str] | None = None,
+        broker: BrokerProcess | None = None,
+        name: str | None = None,
+    ) -> str:
+        from confluent_kafka.admin import AdminClient, NewTopic
+
+        target = broker or request.getfixturevalue("kafka_session_broker")
+        topic = name or unique_name(request.node.name)
+        admin = AdminClient({"bootstrap.servers": target.bootstrap})
+        new = NewTopic(topic, partitions, 1, config=dict(config or {}))
+        admin.create_topics([new])[topic].result(30)
+        return topic
+
+    return create
+
+
+@pytest.fixture
+def kafka_broker_factory(tmp_path: Path) -> Iterator[Callable[..., BrokerProcess]]:
     brokers: list[BrokerProcess] = []
 
     def start(config: dict[str, str] | None = None, name: str = "broker") -> BrokerProcess:
         broker = BrokerProcess(tmp_path / f"{name}{len(brokers)}", config=config)
         brokers.append(broker)
-        return broker.start()
+        return start_broker(broker)
 
     yield start
     for broker in brokers:
@@ -38,5 +130,5 @@ def kafka_broker_factory(tmp_path: Path) -> Iterator:
 
 
 @pytest.fixture
-def kafka_broker(kafka_broker_factory) -> BrokerProcess:
+def kafka_broker(kafka_broker_factory: Callable[..., BrokerProcess]) -> BrokerProcess:
     return kafka_broker_factory()

@@ -21,9 +21,9 @@ from confluent_kafka import KafkaException, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from onceflow.verify.audit import InputEvent, first_copies
-from onceflow.verify.command import run_verify
 from onceflow.verify.extract import Extractor
 from onceflow.verify.report import AuditReport
+from onceflow.verify.run import run_verify
 from onceflow.verify.sources import read_input, read_output_topic
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -483,8 +483,9 @@ def test_transactions_cli_shows_open_and_hanging_state(kafka_broker):
     described = runner.invoke(
         main, ["transactions", "describe", "--bootstrap", bootstrap, "cli-open-tx", "missing"]
     )
-    assert described.exit_code == 0, described.output
-    assert "cli-tx-0" in described.output and "not found" in described.output
+    assert described.exit_code == 1, described.output  # an unknown transactional id
+    assert "cli-tx-0" in described.stdout
+    assert described.stderr == "error: transactional id not found: missing\n"
     producers = runner.invoke(
         main, ["transactions", "producers", "--bootstrap", bootstrap, "cli-tx"]
     )

@@ -13,6 +13,7 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from onceflow.cli import main
+from onceflow.testing import unique_name
 from onceflow.verify.sources import (
     READ_UNCOMMITTED,
     read_topic,
@@ -134,6 +135,7 @@ def test_clean_table_and_topic_pass(broker_with_input, tmp_path):
         "events": EVENTS,
         "duplicate_records": 0,
         "aborted_events": 1,
+        "dead_lettered_events": 0,
     }
     assert [(s["name"], s["records"]) for s in report["sinks"]] == [
         ("table:orders_out", EVENTS),
@@ -253,3 +255,50 @@ def test_unreadable_sources_exit_2_and_the_command_runs_as_a_process(broker_with
     )
     assert process.returncode == 0, process.stdout + process.stderr
     assert "no anomalies" in process.stdout
+
+
+def test_two_inputs_and_a_dead_letter_topic(kafka_module_broker, kafka_topic_factory, tmp_path):
+    """A pipeline reading two topics (subscribePattern) that dead-letters some events."""
+    bootstrap = kafka_module_broker.bootstrap
+    prefix = unique_name("multi")
+    first = kafka_topic_factory(partitions=2, broker=kafka_module_broker, name=f"{prefix}-in-a")
+    second = kafka_topic_factory(partitions=2, broker=kafka_module_broker, name=f"{prefix}-in-b")
+    dlq = kafka_topic_factory(broker=kafka_module_broker, name=f"{prefix}-dlq")
+    producer = Producer({"bootstrap.servers": bootstrap})
+    for n in range(EVENTS):
+        producer.produce(first if n % 2 else second, **event(n))
+    for n in (5, 6):  # dead-lettered: the input record as it was
+        producer.produce(dlq, **event(n))
+    assert producer.flush(10) == 0
+    url = write_table(tmp_path / "out.db", [n for n in range(EVENTS) if n not in (5, 6)])
+
+    def run(*inputs: str, dead_letters: bool) -> tuple[int, dict]:
+        args = [a for topic in inputs for a in ("--input", topic)]
+        if dead_letters:
+            args += ["--dlq", dlq]
+        result = CliRunner().invoke(
+            main,
+            [
+                "verify", "--bootstrap", bootstrap, *args, "--id-field", "order_id",
+                "--key-field", "store", "--database-url", url, "--table", "orders_out", "--json",
+            ],
+        )  # fmt: skip
+        return result.exit_code, json.loads(result.stdout)
+
+    code, report = run(first, second, dead_letters=True)
+    assert code == 0, report["anomalies"]
+    assert report["input"]["events"] == EVENTS
+    assert report["input"]["dead_lettered_events"] == 2
+    assert report["sinks"][0]["dead_lettered"] == 2
+    assert report["context"]["input_topic"] == [first, second]
+    code, report = run(f"^{prefix}-in-[ab]$", dead_letters=True)  # a pattern, as subscribe()
+    assert (code, report["input"]["events"]) == (0, EVENTS)
+    code, report = run(first, second, dead_letters=False)
+    assert code == 1
+    missing = [a for a in report["anomalies"] if a["kind"] == "missing"]
+    assert sorted((a["id"], a["detail"]["input_topic"]) for a in missing) == [
+        ("5", first),
+        ("6", second),
+    ]
+    code, report = run(first, dead_letters=True)  # one input: the other's outputs unexpected
+    assert code == 1 and report["counts"]["unexpected"] == EVENTS // 2 - 1

@@ -26,7 +26,7 @@ from pathlib import Path
 
 import pytest
 
-from onceflow.verify.command import run_verify
+from onceflow.verify.run import run_verify
 from tests.postgres import postgres_server, postgres_url  # noqa: F401  (fixtures)
 from tests.spark.conftest import _java_home, create_topic
 from tests.spark.sink_helpers import make_orders

@@ -4,23 +4,10 @@ from __future__ import annotations
 
 import pytest
 from confluent_kafka import Consumer, TopicPartition
-from kio.schema.api_versions.v3.request import ApiVersionsRequest
 
-from onceflow.protocol.client import WireClient
 from tests.spark.conftest import create_topic, produce, wait_until
 
 pytestmark = [pytest.mark.spark, pytest.mark.xdist_group("spark")]
-
-OFFSET_COMMIT, OFFSET_FETCH, FIND_COORDINATOR = 8, 9, 10
-
-
-def group_offsets_supported(bootstrap: str) -> bool:
-    with WireClient(bootstrap) as wire:
-        response = wire.request(
-            ApiVersionsRequest, client_software_name="probe", client_software_version="0"
-        )
-    keys = {api.api_key for api in response.api_keys}
-    return {OFFSET_COMMIT, OFFSET_FETCH, FIND_COORDINATOR} <= keys
 
 
 def committed(bootstrap: str, group: str, topic: str, partitions: int) -> list[int]:
@@ -34,32 +21,49 @@ def committed(bootstrap: str, group: str, topic: str, partitions: int) -> list[i
         consumer.close()
 
 
-def test_commit_offsets_to_group_one_batch_late(spark, kafka_broker, topic, tmp_path):
-    bootstrap = kafka_broker.bootstrap
-    if not group_offsets_supported(bootstrap):
-        pytest.skip("broker does not advertise OffsetCommit/OffsetFetch/FindCoordinator yet")
-    create_topic(bootstrap, topic, partitions=2)
-    produce(bootstrap, topic, [b"x"] * 3, partition=0)
-    produce(bootstrap, topic, [b"y"] * 2, partition=1)
-    group = "lag-" + topic
-    query = (
+def _group_query(spark, bootstrap, topic, group, checkpoint):
+    return (
         spark.readStream.format("onceflow")
         .option("kafka.bootstrap.servers", bootstrap)
         .option("subscribe", topic)
         .option("startingOffsets", "earliest")
         .option("kafka.group.id", group)
         .option("commitOffsetsToGroup", "true")
+        .option("maxOffsetsPerTrigger", "4")
         .load()
         .writeStream.format("noop")
-        .option("checkpointLocation", str(tmp_path / "cp"))
-        .trigger(processingTime="200 milliseconds")
-        .start()
+        .option("checkpointLocation", str(checkpoint))
     )
+
+
+def test_running_query_commits_its_last_batch_within_a_trigger(
+    spark, kafka_broker, topic, tmp_path
+):
+    bootstrap = kafka_broker.bootstrap
+    create_topic(bootstrap, topic, partitions=2)
+    produce(bootstrap, topic, [b"x"] * 3, partition=0)
+    produce(bootstrap, topic, [b"y"] * 2, partition=1)
+    group = "lag-" + topic
+    query = _group_query(spark, bootstrap, topic, group, tmp_path / "cp")
+    query = query.trigger(processingTime="200 milliseconds").start()
     try:
         query.processAllAvailable()
-        # Spark commits a batch's source offsets when it plans the next batch (one batch
-        # late), so new data makes the first batch's end offsets ({0: 3, 1: 2}) appear.
-        produce(bootstrap, topic, [b"z"], partition=1)
-        wait_until(lambda: committed(bootstrap, group, topic, 2) in ([3, 2], [3, 3]), timeout=60)
+        # No new data arrives, yet the group reaches the log end (no lag) by the next trigger.
+        wait_until(lambda: committed(bootstrap, group, topic, 2) == [3, 2], timeout=30)
     finally:
         query.stop()
+
+
+def test_available_now_query_leaves_no_lag(spark, kafka_broker, topic, tmp_path):
+    bootstrap = kafka_broker.bootstrap
+    create_topic(bootstrap, topic, partitions=3)
+    for partition in range(3):
+        produce(bootstrap, topic, [b"v"] * 5, partition=partition)
+    group = "lag-" + topic
+    query = _group_query(spark, bootstrap, topic, group, tmp_path / "cp")
+    query = query.trigger(availableNow=True).start()
+    query.awaitTermination(120)
+    assert query.exception() is None
+    assert query.lastProgress is not None and query.lastProgress["batchId"] >= 3
+    # Four batches of at most four records; the group has the last one's end offsets.
+    assert committed(bootstrap, group, topic, 3) == [5, 5, 5]

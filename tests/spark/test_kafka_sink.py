@@ -6,7 +6,7 @@ import pytest
 from confluent_kafka import Consumer, KafkaError, TopicPartition
 
 from onceflow.spark.murmur2 import kafka_partition
-from onceflow.verify.command import run_verify
+from onceflow.verify.run import run_verify
 from tests.spark.conftest import create_topic
 from tests.spark.sink_helpers import make_orders, orders_stream
 from tests.spark.test_database_sink import forget_commit

@@ -7,9 +7,16 @@ onceflow.spark.registration and test_multi_query_restart.py for what a plain Has
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
 import pytest
 
 from onceflow.spark.registration import environment_map
+from onceflow.spark.workers import worker_problem
 
 pytestmark = [pytest.mark.spark, pytest.mark.xdist_group("spark")]
 
@@ -42,3 +49,37 @@ def test_source_works_after_its_runner_wrote_into_the_shared_map(spark, kafka_br
     assert rows == 10
     # PythonStreamingSourceRunner.init() put its settings into the registered map itself
     assert environment_map(spark, "onceflow").containsKey("SPARK_LOCAL_DIRS")
+
+
+def test_workers_with_this_interpreter_are_fine():
+    assert worker_problem(sys.executable, "local[2]") is None
+    assert worker_problem("/usr/bin/python3-without-onceflow", "spark://host:7077") is None
+
+
+@pytest.mark.skipif(not Path("/usr/bin/python3").exists(), reason="needs a system python3")
+def test_register_warns_at_once_when_workers_lack_onceflow(tmp_path):
+    """A new user's first run: no PYSPARK_PYTHON, so workers run a python3 without onceflow."""
+    script = tmp_path / "job.py"
+    script.write_text(
+        "import warnings, sys\n"
+        "from pyspark.sql import SparkSession\n"
+        "import onceflow.spark\n"
+        "spark = SparkSession.builder.master('local[1]')"
+        ".config('spark.ui.enabled', 'false').getOrCreate()\n"
+        "with warnings.catch_warnings(record=True) as caught:\n"
+        "    warnings.simplefilter('always')\n"
+        "    onceflow.spark.register(spark)\n"
+        "print('WARNINGS', [str(w.message) for w in caught], flush=True)\n"
+        "spark.stop()\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k not in ("PYSPARK_PYTHON",)}
+    env["PYSPARK_PYTHON"] = "/usr/bin/python3"
+    started = time.monotonic()
+    result = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=180
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    line = next(x for x in result.stdout.splitlines() if x.startswith("WARNINGS"))
+    assert "Spark's Python workers run '/usr/bin/python3'" in line
+    assert f"Set PYSPARK_PYTHON={sys.executable}" in line
+    assert time.monotonic() - started < 120

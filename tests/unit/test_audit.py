@@ -193,6 +193,7 @@ def test_all_anomalies_together_and_json_round_trip():
         "events": 12,
         "duplicate_records": 0,
         "aborted_events": 0,
+        "dead_lettered_events": 0,
     }
     assert document["sinks"][0]["counts"]["missing"] == 1
     assert set(document["counts"]) == set(KINDS)
@@ -238,3 +239,22 @@ def test_extractor_errors_and_rows():
     assert Extractor("payload.order_id").row({"payload": '{"order_id": "a"}'}) == ("a", None)
     with pytest.raises(ExtractError):
         extractor.row({"id": 3})
+
+
+def test_dead_lettered_events_are_accounted_for_not_missing():
+    inputs = make_inputs()
+    report = audit(inputs, [table_of(ids(inputs)[2:])], dead_lettered_ids={"e0", "e1", "zz"})
+    assert report.ok, report.anomalies
+    assert report.input.dead_lettered_events == 2  # "zz" is no input event
+    assert report.sinks[0].dead_lettered == 2
+    without = audit(inputs, [table_of(ids(inputs)[2:])])
+    assert sorted(a.id for a in without.of_kind("missing")) == ["e0", "e1"]
+
+
+def test_order_is_compared_within_one_input_topic():
+    """Two input topics each have a partition 0: their offsets are not comparable."""
+    first = InputEvent("a", "k", 0, 5, "orders-eu")
+    second = InputEvent("b", "k", 0, 1, "orders-us")
+    assert audit([first, second], [table_of(["a", "b"])]).ok
+    same_topic = InputEvent("b", "k", 0, 1, "orders-eu")
+    assert audit([first, same_topic], [table_of(["a", "b"])]).counts["reordered"] == 1

@@ -95,3 +95,15 @@ def test_topic_defaults_follow_broker_keys_and_broker_wide_topic_configs():
 def test_every_key_has_a_parseable_default():
     for key in (*TOPIC_CONFIGS.values(), *BROKER_CONFIGS.values()):
         assert parse_value(key, render_value(key.default)) == key.default
+
+
+def test_unknown_broker_settings_suggest_the_closest_name():
+    assert invalid(BrokerConfig.from_strings, {"num.partition": "3"}) == (
+        "Unknown broker configuration num.partition (did you mean num.partitions?)"
+    )
+    assert invalid(BrokerConfig.from_strings, {"segment.byte": "1024"}).endswith(
+        "(did you mean segment.bytes?)"
+    )
+    assert invalid(BrokerConfig.from_strings, {"colour": "blue"}) == (
+        "Unknown broker configuration colour"
+    )

@@ -254,3 +254,11 @@ def control_type_of(data: bytes | bytearray | memoryview, header: BatchHeader) -
     if record.key is None or len(record.key) < 4:
         return -1
     return struct.unpack_from(">h", record.key, 2)[0]
+
+
+def coordinator_epoch_of(data: bytes | bytearray | memoryview, header: BatchHeader) -> int:
+    """The coordinator epoch in a control batch's marker (-1 if the marker has none)."""
+    (record,) = read_key_values(data, header)
+    if record.value is None or len(record.value) < 6:
+        return -1
+    return struct.unpack_from(">i", record.value, 2)[0]

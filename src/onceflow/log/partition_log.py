@@ -36,6 +36,7 @@ from onceflow.log.batch import (
     build_control_batch,
     check_crc,
     control_type_of,
+    coordinator_epoch_of,
     iter_headers,
     offset_prefix,
     parse_header,
@@ -297,13 +298,14 @@ class PartitionLog:
         for header in headers:
             if header.base_offset < replay_from:
                 continue
-            control_type = None
+            control_type, coordinator_epoch = None, -1
             if header.is_control:
                 segment = self._segment_for(header.base_offset)
                 data = segment.read(header.position, header.size)
                 header_copy = parse_header(data)
                 control_type = control_type_of(data, header_copy)
-            completed = self.producers.replay(header, control_type)
+                coordinator_epoch = coordinator_epoch_of(data, header_copy)
+            completed = self.producers.replay(header, control_type, coordinator_epoch)
             if completed is not None and completed.aborted:
                 entry = AbortedTxn(
                     completed.producer_id,
@@ -395,12 +397,16 @@ class PartitionLog:
     ) -> CompletedTxn | None:
         """Write a COMMIT or ABORT control batch ending the producer's transaction.
 
+        Refused, as Kafka refuses it, when the producer epoch is older than the last this
+        partition saw (INVALID_PRODUCER_EPOCH) or the coordinator epoch is
+        (TRANSACTION_COORDINATOR_FENCED).
+
         An abort's entry in the transaction index is made durable before the marker is
         appended (a producer-state snapshot may later skip the marker), and removed again
         if the marker cannot be appended.
         """
         self._check_online()
-        self.producers.check_marker(producer_id, producer_epoch)
+        self.producers.check_end_marker(producer_id, producer_epoch, coordinator_epoch)
         offset = self.log_end_offset
         data = build_control_batch(
             offset, producer_id, producer_epoch, control_type, coordinator_epoch, now_ms()

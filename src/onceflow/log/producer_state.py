@@ -145,6 +145,18 @@ class ProducerStateManager:
                 f"marker epoch {epoch} is older than producer epoch {entry.epoch}",
             )
 
+    def check_end_marker(self, producer_id: int, epoch: int, coordinator_epoch: int) -> None:
+        """Kafka's checks of a COMMIT/ABORT marker: neither the producer's epoch nor the
+        coordinator's may be older than the last this partition saw."""
+        self.check_marker(producer_id, epoch)
+        entry = self.producers.get(producer_id)
+        if entry is not None and coordinator_epoch < entry.coordinator_epoch:
+            raise KafkaError(
+                ErrorCode.transaction_coordinator_fenced,
+                f"marker coordinator epoch {coordinator_epoch} is older than coordinator epoch "
+                f"{entry.coordinator_epoch} of producer {producer_id}",
+            )
+
     def on_marker(
         self, header: BatchHeader, aborted: bool, coordinator_epoch: int
     ) -> CompletedTxn | None:
@@ -163,9 +175,11 @@ class ProducerStateManager:
             return None
         return CompletedTxn(header.producer_id, first_offset, header.base_offset, aborted)
 
-    def replay(self, header: BatchHeader, control_type: int | None) -> CompletedTxn | None:
+    def replay(
+        self, header: BatchHeader, control_type: int | None, coordinator_epoch: int = -1
+    ) -> CompletedTxn | None:
         if header.is_control:
-            return self.on_marker(header, control_type == 0, -1)
+            return self.on_marker(header, control_type == 0, coordinator_epoch)
         self.on_append(header)
         return None
 

@@ -29,13 +29,13 @@ import threading
 import time
 from collections import defaultdict
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 from confluent_kafka import (
     OFFSET_BEGINNING,
     OFFSET_END,
     Consumer,
+    KafkaError,
     KafkaException,
     Message,
     Producer,
@@ -51,18 +51,13 @@ from onceflow.patterns.db import (
     connect,
 )
 from onceflow.patterns.faults import CrashPoints
-from onceflow.patterns.guarantees import CommitTiming, Pattern, Plan, plan
+from onceflow.patterns.guarantees import CommitTiming, Pattern
 from onceflow.patterns.inbox import Inbox
 from onceflow.patterns.offsets import OffsetStore, PartitionRevoked
 from onceflow.patterns.outbox import Outbox
-from onceflow.patterns.records import (
-    DecodeError,
-    Decoder,
-    Record,
-    dead_letter_headers,
-    default_event_id,
-    json_decoder,
-)
+from onceflow.patterns.records import DecodeError, Record, dead_letter_headers
+from onceflow.patterns.runner_config import RunnerConfig
+from onceflow.patterns.runner_progress import Progress, RunStats
 from onceflow.patterns.transactional import (
     KafkaTransaction,
     ProducerFenced,
@@ -75,76 +70,6 @@ from onceflow.patterns.transactional import (
 log = logging.getLogger(__name__)
 TP = tuple[str, int]
 Handler = Callable[[Record, "Context"], None]
-
-
-@dataclass(slots=True)
-class RunnerConfig:
-    bootstrap_servers: str
-    group_id: str
-    topics: Sequence[str]
-    processing_guarantee: str = "exactly_once"
-    pattern: str | None = None  # exactly_once: db_offsets | inbox | kafka_transactions
-    database_url: str | None = None
-    inbox: bool = False
-    outbox: bool = False  # ctx.produce writes outbox rows (publish with `onceflow relay`)
-    allow_unsafe_inbox_with_kafka_transactions: bool = False
-    assign: Sequence[TP] | bool = False  # True: every partition of the topics; or a list
-    transactional_id: str | None = None
-    dead_letter_topic: str | None = None
-    decode: Decoder = json_decoder
-    event_id: Callable[[Message], str] = default_event_id
-    batch_size: int = 500
-    poll_timeout_s: float = 0.5
-    idle_exit_s: float | None = None  # stop after this long without records (batch jobs)
-    max_attempts: int = 3  # handler failures of one record before it is dead-lettered
-    retry_backoff_s: float = 0.5
-    max_poll_interval_ms: int = 300_000
-    lock_timeout_ms: int = 10_000
-    statement_timeout_ms: int = 30_000
-    commit_async: bool = False
-    committed_timeout_s: float = 10.0
-    consumer_config: dict[str, Any] = field(default_factory=dict)
-    producer_config: dict[str, Any] = field(default_factory=dict)
-    inbox_table: str = "onceflow_inbox"
-    offsets_table: str = "onceflow_offsets"
-    outbox_table: str = "onceflow_outbox"
-
-    def validate(self) -> Plan:
-        if not self.topics:
-            raise ConfigurationError("no topics to consume")
-        if not self.group_id:
-            raise ConfigurationError("group_id is required (offsets belong to a group)")
-        chosen = plan(
-            self.processing_guarantee,
-            self.pattern,
-            inbox=self.inbox,
-            has_database=self.database_url is not None,
-            allow_unsafe_inbox_with_kafka_transactions=(
-                self.allow_unsafe_inbox_with_kafka_transactions
-            ),
-        )
-        if chosen.uses_kafka_transactions and not self.transactional_id:
-            raise ConfigurationError("kafka_transactions needs a transactional_id")
-        if self.outbox and self.database_url is None:
-            raise ConfigurationError("outbox=True needs a database_url")
-        if self.outbox and chosen.uses_kafka_transactions:
-            raise ConfigurationError(
-                "outbox and kafka_transactions are two ways to produce; choose one"
-            )
-        if self.batch_size < 1 or self.max_attempts < 1:
-            raise ConfigurationError("batch_size and max_attempts must be >= 1")
-        return chosen
-
-
-@dataclass(slots=True)
-class RunStats:
-    batches: int = 0
-    processed: int = 0
-    duplicates_skipped: int = 0
-    stale_skipped: int = 0
-    dead_lettered: int = 0
-    aborted: int = 0
-    commit_failures: int = 0
 
 
 class HandlerFailed(RuntimeError):
@@ -188,8 +113,8 @@ class Runner:
         self.handler = handler
         self.crash = crash_points if crash_points is not None else CrashPoints.from_env()
         self.stats = RunStats()
+        self.progress = Progress(self.stats, config.group_id, config.progress_log_s)
         self._stop = threading.Event()
-        self._owned: set[TP] = set()
         self._paused: dict[TP, float] = {}
         self._failures: dict[tuple[str, int, int], int] = defaultdict(int)
         self._poison: dict[tuple[str, int, int], BaseException] = {}
@@ -236,11 +161,15 @@ class Runner:
                 "isolation.level": "read_committed",
                 "max.poll.interval.ms": c.max_poll_interval_ms,
                 **c.consumer_config,
+                "enable.partition.eof": True,  # tells when the Runner has caught up
             }
         )
         if c.assign:
             self._assign_manually()
         else:
+            log.info(
+                "group %s: subscribed to %s; waiting for partitions", c.group_id, list(c.topics)
+            )
             self.consumer.subscribe(
                 list(c.topics),
                 on_assign=self._on_assign,
@@ -273,12 +202,12 @@ class Runner:
         else:
             partitions = list(self.config.assign)
         assignment = self._starting_assignment(partitions)
-        self._owned = set(partitions)
+        self.progress.assigned(partitions)
         self.consumer.assign(assignment)
 
     def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         tps = [(tp.topic, tp.partition) for tp in partitions]
-        self._owned.update(tps)
+        self.progress.assigned(tps)
         if self.offsets is None:
             return
         assignment = self._starting_assignment(tps)
@@ -289,8 +218,8 @@ class Runner:
             consumer.assign(assignment)
 
     def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        self.progress.revoked((tp.topic, tp.partition) for tp in partitions)
         for tp in partitions:
-            self._owned.discard((tp.topic, tp.partition))
             self._paused.pop((tp.topic, tp.partition), None)
 
     def _starting_assignment(self, partitions: list[TP]) -> list[TopicPartition]:
@@ -372,31 +301,33 @@ class Runner:
 
     def _loop(self) -> None:
         assert self.consumer is not None
-        idle_since = time.monotonic()
         while not self._stop.is_set():
             self._resume_due()
+            self.progress.tick(self.consumer)
             messages = []
             for message in self.consumer.consume(
                 self.config.batch_size, self.config.poll_timeout_s
             ):
-                if message.error() is None:
+                error = message.error()
+                if error is None:
                     messages.append(message)
-                elif message.error().fatal():
-                    raise KafkaException(message.error())
+                    self.progress.consumed((message.topic(), message.partition()))
+                elif error.code() == KafkaError._PARTITION_EOF:
+                    self.progress.reached_end((message.topic(), message.partition()))
+                elif error.fatal():
+                    raise KafkaException(error)
                 else:
-                    log.warning("consumer: %s", message.error())
+                    log.warning("consumer: %s", error)
             if not messages:
-                if (
-                    self.config.idle_exit_s is not None
-                    and time.monotonic() - idle_since > self.config.idle_exit_s
-                    and not self._paused
-                ):
+                idle = self.progress.idle_for(paused=bool(self._paused))
+                if self.config.idle_exit_s is not None and idle > self.config.idle_exit_s:
+                    log.info("idle for %.1f s with no lag: stopping (idle_exit_s)", idle)
                     return
                 continue
-            idle_since = time.monotonic()
             self.crash.reached("after_consume")
             self.stats.batches += 1
             self._process(messages)
+            self.progress.measure_lag(self.consumer)
 
     def _process(self, messages: list[Message]) -> None:
         p = self.plan
@@ -422,6 +353,7 @@ class Runner:
             if not self._commit_kafka(next_offsets(messages), synchronous=True):
                 self._rewind(messages)  # not committed: do not process (retry later)
                 return
+            self.stats.commits += 1
             self.crash.reached("after_kafka_commit")
         try:
             if self.db is not None:
@@ -439,15 +371,16 @@ class Runner:
             self._database_trouble(messages, error)
             return
         if self.plan.commit is CommitTiming.AFTER:
-            self._commit_kafka(next_offsets(messages), synchronous=not self.config.commit_async)
+            synchronous = not self.config.commit_async
+            self.stats.commits += self._commit_kafka(next_offsets(messages), synchronous)
             self.crash.reached("after_kafka_commit")
 
     def _process_db_offsets(self, tp: TP, messages: list[Message]) -> None:
         assert self.db is not None and self.offsets is not None and self.consumer is not None
-        if tp not in self._owned:
+        if tp not in self.progress.owned:
             return  # revoked: the new owner processes these records
         if tp in self._paused:  # records fetched before the pause: read them again later
-            rewind(self.consumer, {tp: messages[0].offset()})
+            self._rewind_to({tp: messages[0].offset()})
             return
         try:
             with self.db.transaction() as tx:
@@ -462,9 +395,10 @@ class Runner:
                 self.offsets.store(tx, *tp, fresh[-1].offset() + 1)
                 self.crash.reached("after_store_offset")
                 self._flush_direct()
-                if tp not in self._owned:
+                if tp not in self.progress.owned:
                     raise PartitionRevoked(f"{tp[0]}[{tp[1]}] revoked during the batch")
                 self.crash.reached("before_db_commit")
+            self.stats.commits += 1
             self.crash.reached("after_db_commit")
         except PartitionRevoked as error:
             log.info("rolled back: %s", error)
@@ -494,18 +428,21 @@ class Runner:
             txn.send_offsets(self.consumer, next_offsets(messages))
             self.crash.reached("after_send_offsets")
             txn.commit()
+            self.stats.commits += 1
             self.crash.reached("after_kafka_commit")
         except KafkaException as error:
             self.stats.aborted += 1
+            self.stats.retries += 1
             try:
-                txn.fail(error, self.consumer, starts)
+                txn.fail(error, self.consumer, starts)  # aborts, rewinds and raises
             except TransactionFailed as failed:
+                self.progress.rewound(starts)
                 log.warning("transaction aborted, batch rewound: %s", failed)
                 time.sleep(self.config.retry_backoff_s)
         except (HandlerFailed, DatabaseError):
             self.stats.aborted += 1
             txn.abort()
-            rewind(self.consumer, starts)
+            self._rewind_to(starts)
             raise
 
     # -- records ----------------------------------------------------------------------
@@ -603,7 +540,11 @@ class Runner:
 
     def _commit_kafka(self, offsets: dict[TP, int], synchronous: bool) -> bool:
         assert self.consumer is not None
-        owned = [TopicPartition(t, p, o) for (t, p), o in offsets.items() if (t, p) in self._owned]
+        owned = [
+            TopicPartition(t, p, o)
+            for (t, p), o in offsets.items()
+            if (t, p) in self.progress.owned
+        ]
         if not owned:
             return False
         try:
@@ -617,13 +558,18 @@ class Runner:
             return False
 
     def _rewind(self, messages: list[Message]) -> None:
+        self._rewind_to(batch_start_offsets(messages))
+
+    def _rewind_to(self, offsets: dict[TP, int]) -> None:
         assert self.consumer is not None
-        rewind(self.consumer, batch_start_offsets(messages))
+        rewind(self.consumer, offsets)
+        self.progress.rewound(offsets)
 
     def _database_trouble(self, messages: list[Message], error: DatabaseError) -> None:
         """Roll back (done), rewind, and pause the batch's partitions for a backoff."""
         assert self.consumer is not None
         log.warning("database error, batch rolled back and paused: %s", error)
+        self.stats.retries += 1
         self._rewind(messages)
         tps = {(m.topic(), m.partition()) for m in messages}
         self.consumer.pause([TopicPartition(t, p) for t, p in tps])
@@ -653,6 +599,7 @@ class Runner:
             self._poison[where] = failure.error  # dead-lettered on the next pass
         if self.plan.commit is CommitTiming.BEFORE:
             return  # at_most_once: already committed, never processed again
+        self.stats.retries += 1
         self._rewind(messages)
         time.sleep(min(self.config.retry_backoff_s * attempts, 5.0))
 

@@ -15,14 +15,18 @@ from __future__ import annotations
 from typing import Any
 
 from onceflow.spark.database_sink import DatabaseSinkDataSource, database_offsets
+from onceflow.spark.feedback import FeedbackLoopWarning, watch_for_feedback_loops
 from onceflow.spark.kafka_sink import KafkaSinkDataSource
 from onceflow.spark.registration import register_data_source
 from onceflow.spark.source import OnceflowDataSource
+from onceflow.spark.workers import PythonWorkerWarning, warn_if_workers_lack_onceflow
 
 __all__ = [
     "DatabaseSinkDataSource",
+    "FeedbackLoopWarning",
     "KafkaSinkDataSource",
     "OnceflowDataSource",
+    "PythonWorkerWarning",
     "database_offsets",
     "register",
 ]
@@ -33,7 +37,10 @@ def register(spark: Any) -> None:
 
     Use this rather than ``spark.dataSource.register``: it gives each source a thread-safe
     environment map, without which queries that start together on one source can fail
-    (see ``onceflow.spark.registration``).
+    (see ``onceflow.spark.registration``). Warns at once (``PythonWorkerWarning``) when
+    Spark's local Python workers would not find onceflow.
     """
+    warn_if_workers_lack_onceflow(spark)
+    watch_for_feedback_loops(spark)
     for source in (OnceflowDataSource, DatabaseSinkDataSource, KafkaSinkDataSource):
         register_data_source(spark, source)

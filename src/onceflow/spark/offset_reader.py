@@ -126,9 +126,19 @@ class OffsetReader:
                 f"{', '.join(f'{t}-{p}' for t, p in unknown)}"
             )
         earliest_needed = [tp for tp, o in spec.items() if o == EARLIEST_OFFSET]
-        latest_needed = [tp for tp, o in spec.items() if o == LATEST_OFFSET]
+        latest_needed = [tp for tp, o in spec.items() if o != EARLIEST_OFFSET]
         earliest = self.earliest(earliest_needed)
         latest = self.latest(latest_needed)
+        past_end = [
+            f"{t}-{p} offset {o} > end {latest[(t, p)]}"
+            for (t, p), o in sorted(spec.items())
+            if o >= 0 and (t, p) in latest and o > latest[(t, p)]
+        ]
+        if past_end:
+            raise OnceflowOptionError(
+                f"option '{name}' asks for offsets past the end of their partitions: "
+                f"{', '.join(past_end)} (use -1 for the end)"
+            )
         result: OffsetMap = {}
         for tp, offset in spec.items():
             if offset == EARLIEST_OFFSET:

@@ -9,8 +9,10 @@ like Spark's connector refuses them.
 from __future__ import annotations
 
 import json
+import os
 import re
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -65,6 +67,26 @@ _UNSUPPORTED = {
 
 class OnceflowOptionError(ValueError):
     """A source option is missing, unknown or has a bad value."""
+
+
+# PySpark's worker leaves the traceback out of the error it sends to Spark when this is set.
+_HIDE_TRACEBACK = "SPARK_HIDE_TRACEBACK"
+
+
+@contextmanager
+def one_line_option_errors() -> Iterator[None]:
+    """Make an option error reach the user as its one-line message, without a traceback.
+
+    For the Python worker that creates the data source at ``load()``: the variable is set
+    only while an option error leaves the block, and cleared again the next time a onceflow
+    data source is created in that (reused) worker, so other errors keep their tracebacks.
+    """
+    os.environ.pop(_HIDE_TRACEBACK, None)
+    try:
+        yield
+    except OnceflowOptionError:
+        os.environ[_HIDE_TRACEBACK] = "1"
+        raise
 
 
 @dataclass(frozen=True)
@@ -196,7 +218,7 @@ def _parse_subscription(options: Mapping[str, str]) -> Subscription:
     return Subscription("assign", assignment=tuple(sorted(set(pairs))))
 
 
-def _parse_offsets(name: str, value: str | None, default: str, *, batch: bool, ending: bool):
+def _parse_offsets(name: str, value: str | None, default: str, *, batch: bool | None, ending: bool):
     if value is None:
         return default
     text = str(value).strip()
@@ -231,8 +253,12 @@ def _parse_offsets(name: str, value: str | None, default: str, *, batch: bool, e
     return spec
 
 
-def parse_options(raw: Mapping[str, str], *, batch: bool) -> SourceOptions:
-    """Validate the user's options; ``batch`` selects batch-read rules."""
+def parse_options(raw: Mapping[str, str], *, batch: bool | None) -> SourceOptions:
+    """Validate the user's options; ``batch`` selects batch-read or streaming rules.
+
+    ``batch=None`` (at ``load()``, before Spark says which kind of query it is) checks
+    everything that holds for both kinds.
+    """
     options = {str(k).lower(): v for k, v in dict(raw).items() if v is not None}
 
     kafka_config: dict[str, str] = {}
@@ -272,7 +298,7 @@ def parse_options(raw: Mapping[str, str], *, batch: bool) -> SourceOptions:
         batch=batch,
         ending=False,
     )
-    if "endingoffsets" in options and not batch:
+    if "endingoffsets" in options and batch is False:
         raise OnceflowOptionError("option 'endingOffsets' is only for batch queries")
     ending = _parse_offsets(
         "endingOffsets", options.get("endingoffsets"), LATEST, batch=batch, ending=True

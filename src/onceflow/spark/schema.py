@@ -14,6 +14,8 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
+from onceflow.spark.options import OnceflowOptionError
+
 HEADERS_TYPE = ArrayType(
     StructType([StructField("key", StringType()), StructField("value", BinaryType())])
 )
@@ -58,7 +60,7 @@ def check_schema(given: StructType, include_headers: bool) -> None:
     """Spark's Kafka source refuses user schemas; so do we, unless it is ours."""
     expected = spark_schema(include_headers)
     if given is not None and given != expected:
-        raise ValueError(
+        raise OnceflowOptionError(
             "the onceflow source has a fixed schema and cannot be set with a custom one; "
             f"expected {expected.simpleString()}, got {given.simpleString()}"
         )

@@ -11,9 +11,11 @@ plain-data settings.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Iterator, Sequence
 from typing import Any
 
+from confluent_kafka import TopicPartition
 from pyspark.sql.datasource import (
     DataSource,
     DataSourceReader,
@@ -37,7 +39,13 @@ from onceflow.spark.offsets import (
     split_ranges,
     to_spark,
 )
-from onceflow.spark.options import SourceOptions, parse_bool, parse_options
+from onceflow.spark.options import (
+    OnceflowOptionError,
+    SourceOptions,
+    one_line_option_errors,
+    parse_bool,
+    parse_options,
+)
 from onceflow.spark.reader import ReadSettings, read_range, report_data_loss
 from onceflow.spark.schema import check_schema, spark_schema
 
@@ -100,17 +108,23 @@ class OnceflowStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._target: OffsetMap | None = None  # Trigger.AvailableNow's end
         self._latest: OffsetMap | None = None  # for reportLatestOffset()
         self._committer: Any = None  # consumer for commitOffsetsToGroup
+        self._published: OffsetMap = {}  # offsets last sent to the group
+        self._pending_commits = 0
 
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
         state["_committer"] = None
+        state["_pending_commits"] = 0
         return state
 
     # -- driver ----------------------------------------------------------------------
 
     def initialOffset(self) -> dict:
         partitions = self.offsets.partitions()
-        start = self.offsets.resolve(self.options.starting_offsets, partitions, "startingOffsets")
+        with one_line_option_errors():
+            start = self.offsets.resolve(
+                self.options.starting_offsets, partitions, "startingOffsets"
+            )
         log.info("onceflow source starts at %s", start)
         return to_spark(start)
 
@@ -125,6 +139,9 @@ class OnceflowStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
         begin = from_spark(start)
+        # Spark asks only once the batch ending at ``start`` is done (or none ran yet):
+        # the group gets it now, not one batch late when ``commit`` would say so.
+        self._publish(begin)
         partitions = self.offsets.partitions()
         if self._target is not None:
             partitions = [tp for tp in partitions if tp in self._target or tp in begin]
@@ -183,32 +200,29 @@ class OnceflowStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return _ranges(begin, stop, self.options.fail_on_data_loss, self.options.min_partitions)
 
     def commit(self, end: dict) -> None:
-        """Spark finished the batch ending at ``end``: publish it to the consumer group.
+        """Spark finished the batch ending at ``end`` (it says so one batch late)."""
+        self._publish(from_spark(end))
+
+    def _publish(self, offsets: OffsetMap) -> None:
+        """With ``commitOffsetsToGroup``, commit ``offsets`` (all processed) to the group.
 
         Asynchronous, so a slow or unavailable group coordinator never delays the query;
-        the result is logged when the next commit (or ``stop``) polls the client.
+        the result is logged when a later commit (or ``stop``) polls the client.
         """
-        if not self.options.commit_offsets_to_group:
+        if not self.options.commit_offsets_to_group or not offsets:
             return
-        offsets = from_spark(end)
+        if offsets == self._published:
+            return
         try:
-            from confluent_kafka import Consumer, TopicPartition
-
             if self._committer is None:
-                config: dict[str, Any] = dict(self.options.kafka_config)
-                config.update(
-                    {
-                        "enable.auto.commit": False,
-                        "group.id": self.options.group_id,
-                        "on_commit": self._on_commit,
-                    }
-                )
-                self._committer = Consumer(config)
+                self._committer = self._group_client()
             self._committer.poll(0)
             self._committer.commit(
                 offsets=[TopicPartition(t, p, o) for (t, p), o in sorted(offsets.items())],
                 asynchronous=True,
             )
+            self._pending_commits += 1
+            self._published = dict(offsets)
         except Exception as error:  # lag reporting must never stop the query
             log.warning(
                 "onceflow source: could not commit offsets to group %r: %s",
@@ -216,7 +230,21 @@ class OnceflowStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 error,
             )
 
+    def _group_client(self) -> Any:
+        from confluent_kafka import Consumer
+
+        config: dict[str, Any] = dict(self.options.kafka_config)
+        config.update(
+            {
+                "enable.auto.commit": False,
+                "group.id": self.options.group_id,
+                "on_commit": self._on_commit,
+            }
+        )
+        return Consumer(config)
+
     def _on_commit(self, error: Any, partitions: Any) -> None:
+        self._pending_commits -= 1
         if error is not None:
             log.warning(
                 "onceflow source: commit to group %r failed: %s", self.options.group_id, error
@@ -225,7 +253,7 @@ class OnceflowStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def stop(self) -> None:
         if self._committer is not None:
             try:
-                self._committer.poll(0)
+                self._finish_commits()
                 self._committer.close()
             except Exception as error:
                 log.warning("onceflow source: closing the group committer: %s", error)
@@ -233,10 +261,49 @@ class OnceflowStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 self._committer = None
         self.offsets.close()
 
+    def _finish_commits(self, timeout_s: float = 10.0) -> None:
+        """Wait (bounded) for the last commits, so a finished query's group shows no lag."""
+        deadline = time.monotonic() + timeout_s
+        while self._pending_commits > 0 and time.monotonic() < deadline:
+            self._committer.poll(0.05)
+        if self._pending_commits > 0:
+            log.warning(
+                "onceflow source: group %r: %d offset commit(s) unconfirmed after %.0f s",
+                self.options.group_id,
+                self._pending_commits,
+                timeout_s,
+            )
+
     # -- executors -------------------------------------------------------------------
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
         return _read(partition, self.settings)
+
+
+class RefusedStreamReader(DataSourceStreamReader):
+    """The stream reader of a query whose options are wrong for streaming: fails at once."""
+
+    def __init__(self, error: OnceflowOptionError) -> None:
+        self.error = error
+
+    def _fail(self) -> Any:
+        with one_line_option_errors():
+            raise self.error
+
+    def initialOffset(self) -> dict:
+        return self._fail()
+
+    def latestOffset(self, start: dict, limit: ReadLimit) -> dict:  # type: ignore[override]
+        return self._fail()
+
+    def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
+        return self._fail()
+
+    def read(self, partition: InputPartition) -> Iterator[Any]:
+        return self._fail()
+
+    def stop(self) -> None:
+        pass
 
 
 class OnceflowBatchReader(DataSourceReader):
@@ -250,8 +317,11 @@ class OnceflowBatchReader(DataSourceReader):
         offsets = OffsetReader(self.options)
         try:
             partitions = offsets.partitions()
-            start = offsets.resolve(self.options.starting_offsets, partitions, "startingOffsets")
-            end = offsets.resolve(self.options.ending_offsets, partitions, "endingOffsets")
+            with one_line_option_errors():
+                start = offsets.resolve(
+                    self.options.starting_offsets, partitions, "startingOffsets"
+                )
+                end = offsets.resolve(self.options.ending_offsets, partitions, "endingOffsets")
         finally:
             offsets.close()
         return list(
@@ -265,6 +335,11 @@ class OnceflowBatchReader(DataSourceReader):
 class OnceflowDataSource(DataSource):
     """``format("onceflow")``: Kafka topics with the schema of Spark's Kafka connector."""
 
+    def __init__(self, options: dict[str, str]) -> None:
+        super().__init__(options)
+        with one_line_option_errors():
+            parse_options(self.options, batch=None)  # bad options fail at load(), not start()
+
     @classmethod
     def name(cls) -> str:
         return "onceflow"
@@ -277,11 +352,18 @@ class OnceflowDataSource(DataSource):
         return spark_schema(self._include_headers())
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
-        options = parse_options(self.options, batch=False)
-        check_schema(schema, options.include_headers)
+        try:
+            options = parse_options(self.options, batch=False)
+            check_schema(schema, options.include_headers)
+        except OnceflowOptionError as error:
+            # PySpark (4.0-4.3) calls stop() on the reader when streamReader() raises,
+            # before one exists, and reports only that UnboundLocalError: fail at the
+            # query's first call instead, with this error.
+            return RefusedStreamReader(error)
         return OnceflowStreamReader(options)
 
     def reader(self, schema: StructType) -> DataSourceReader:
-        options = parse_options(self.options, batch=True)
-        check_schema(schema, options.include_headers)
+        with one_line_option_errors():
+            options = parse_options(self.options, batch=True)
+            check_schema(schema, options.include_headers)
         return OnceflowBatchReader(options)

@@ -6,13 +6,14 @@ A spec is a path, YAML text or a dict; see docs/topics.md for the format.
 """
 
 from onceflow.topics.apply import ConfirmationRequired, PlanError, migrate, plan, run
-from onceflow.topics.cluster import TopicsError
+from onceflow.topics.cluster import ClusterUnreachable, TopicsError
 from onceflow.topics.lock import ClusterLock, LockTimeout
 from onceflow.topics.plan import Plan
 from onceflow.topics.spec import Spec, SpecError, TopicSpec, load
 
 __all__ = [
     "ClusterLock",
+    "ClusterUnreachable",
     "ConfirmationRequired",
     "LockTimeout",
     "Plan",

@@ -19,12 +19,18 @@ from confluent_kafka.admin import (
     ResourceType,
 )
 
+from onceflow.admin.connect import ClusterSession
+from onceflow.admin.errors import AdminError
 from onceflow.topics.plan import ActualConfig, ActualTopic, ClusterState, ConfigChange
 from onceflow.topics.spec import Spec, TopicSpec
 
 
 class TopicsError(RuntimeError):
     """A cluster operation failed (the message says which topic and why)."""
+
+
+class ClusterUnreachable(TopicsError):
+    """No broker of the cluster answered."""
 
 
 def _error_text(error: Any) -> str:
@@ -50,16 +56,18 @@ class Cluster:
             **(client_config or {}),
         }
         self.timeout = timeout
-        self.admin = AdminClient(self.client_config)
+        self.session = ClusterSession(self.client_config, timeout)
+        self.admin: AdminClient = self.session.admin
 
     # ------------------------------------------------------------------ reading
 
     def topic_partitions(self) -> dict[str, tuple[int, int]]:
         """name -> (partitions, replication factor) for every topic on the cluster."""
         try:
-            metadata = self.admin.list_topics(timeout=self.timeout)
-        except KafkaException as error:
-            raise TopicsError(f"cannot reach {self.bootstrap}: {_error_text(error)}") from None
+            metadata = self.session.list_topics()
+        except AdminError as error:
+            reason = str(error).removeprefix(f"cannot reach {self.bootstrap}: ")
+            raise ClusterUnreachable(f"cannot reach {self.bootstrap}: {reason}") from None
         result = {}
         for name, topic in metadata.topics.items():
             if topic.error is not None:

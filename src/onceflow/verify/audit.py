@@ -5,7 +5,8 @@ with an id, a key and its (partition, offset). Each output (a database table, an
 topic) is a ``Sink``: the records it holds, in the order the sink defines (offset order
 per partition for a topic, query order for a table). For every sink, every input event
 must appear exactly once, must not come from an aborted transaction, and the events of one
-key must keep the order they had in their input partition.
+key must keep the order they had in their input partition. An event found in the
+dead-letter topic is accounted for: not missing, and counted as dead-lettered.
 """
 
 from __future__ import annotations
@@ -30,12 +31,13 @@ from onceflow.verify.report import (
 
 @dataclass(frozen=True, slots=True)
 class InputEvent:
-    """One record of the input topic (read_committed)."""
+    """One record of an input topic (read_committed)."""
 
     id: str
     key: str | None
     partition: int
     offset: int
+    topic: str | None = None  # set when several input topics are audited together
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,17 +83,23 @@ def audit(
     aborted_input_ids: Iterable[str] = (),
     input_unreadable: Iterable[Unreadable] = (),
     input_aborted_visible: Iterable[InputEvent] = (),
+    dead_lettered_ids: Iterable[str] = (),
     context: Mapping[str, object] | None = None,
 ) -> AuditReport:
-    """Compare each sink with the input events; return every anomaly found."""
+    """Compare each sink with the input events; return every anomaly found.
+
+    Events in ``dead_lettered_ids`` (read from the dead-letter topic) are not missing
+    from a sink that lacks them; they are counted as dead-lettered instead.
+    """
     first: dict[str, InputEvent] = {}
     input_records = 0
     for event in inputs:
         input_records += 1
         first.setdefault(event.id, event)
     aborted_inputs = set(aborted_input_ids) - first.keys()
+    dead_lettered = set(dead_lettered_ids) & first.keys()
     anomalies: list[Anomaly] = [
-        Anomaly(UNREADABLE, "input", None, None, u.partition, u.offset, {"reason": u.reason})
+        Anomaly(UNREADABLE, u.sink, None, None, u.partition, u.offset, {"reason": u.reason})
         for u in input_unreadable
     ]
     for event in input_aborted_visible:  # the input's own read_committed view is wrong
@@ -109,14 +117,16 @@ def audit(
         )
     summaries = []
     for sink in sinks:
-        found = _audit_sink(sink, first, aborted_inputs)
+        found = _audit_sink(sink, first, aborted_inputs, dead_lettered)
         anomalies.extend(found)
+        events = {record.id for record in sink.records}
         summaries.append(
             SinkSummary(
                 name=sink.name,
                 records=len(sink.records),
-                events=len({record.id for record in sink.records}),
+                events=len(events),
                 counts=dict(Counter(anomaly.kind for anomaly in found)),
+                dead_lettered=len(dead_lettered - events),
             )
         )
     return AuditReport(
@@ -125,6 +135,7 @@ def audit(
             events=len(first),
             duplicate_records=input_records - len(first),
             aborted_events=len(aborted_inputs),
+            dead_lettered_events=len(dead_lettered),
         ),
         sinks=summaries,
         anomalies=anomalies,
@@ -133,7 +144,10 @@ def audit(
 
 
 def _audit_sink(
-    sink: Sink, inputs: dict[str, InputEvent], aborted_inputs: set[str]
+    sink: Sink,
+    inputs: dict[str, InputEvent],
+    aborted_inputs: set[str],
+    dead_lettered: set[str] = frozenset(),  # type: ignore[assignment]
 ) -> list[Anomaly]:
     name = sink.name
     anomalies = [
@@ -167,7 +181,15 @@ def _audit_sink(
 
     for event_id, event in inputs.items():
         copies = delivered.get(event_id)
+        if not copies and event_id in dead_lettered:
+            continue
         if not copies:
+            detail: dict[str, object] = {
+                "input_partition": event.partition,
+                "input_offset": event.offset,
+            }
+            if event.topic is not None:
+                detail["input_topic"] = event.topic
             anomalies.append(
                 Anomaly(
                     MISSING,
@@ -176,7 +198,7 @@ def _audit_sink(
                     event.key,
                     None,
                     None,
-                    {"input_partition": event.partition, "input_offset": event.offset},
+                    detail,
                 )
             )
         elif len(copies) > 1:
@@ -217,10 +239,11 @@ def _reordered(
     anomalies = []
     for (key, _out_partition), records in groups.items():
         records.sort(key=lambda r: r.position)
-        latest: dict[int, InputEvent] = {}  # input partition -> latest input event so far
+        latest: dict[tuple[str | None, int], InputEvent] = {}  # input partition -> latest
         for record in records:
             event = inputs[record.id]
-            before = latest.get(event.partition)
+            where = (event.topic, event.partition)
+            before = latest.get(where)
             if before is not None and before.offset > event.offset:
                 anomalies.append(
                     Anomaly(
@@ -238,7 +261,7 @@ def _reordered(
                     )
                 )
             else:
-                latest[event.partition] = event
+                latest[where] = event
     return anomalies
 
 

@@ -53,6 +53,7 @@ class InputSummary:
     events: int  # distinct event ids among them
     duplicate_records: int  # records repeating an id already seen (not an output anomaly)
     aborted_events: int  # ids only present in aborted input transactions
+    dead_lettered_events: int = 0  # input events found in the dead-letter topic
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,6 +62,7 @@ class SinkSummary:
     records: int
     events: int
     counts: dict[str, int]
+    dead_lettered: int = 0  # input events not in this sink but in the dead-letter topic
 
 
 @dataclass(slots=True)
@@ -93,12 +95,14 @@ class AuditReport:
                 "events": self.input.events,
                 "duplicate_records": self.input.duplicate_records,
                 "aborted_events": self.input.aborted_events,
+                "dead_lettered_events": self.input.dead_lettered_events,
             },
             "sinks": [
                 {
                     "name": sink.name,
                     "records": sink.records,
                     "events": sink.events,
+                    "dead_lettered": sink.dead_lettered,
                     "counts": {kind: sink.counts.get(kind, 0) for kind in KINDS},
                 }
                 for sink in self.sinks
@@ -118,11 +122,13 @@ class AuditReport:
         console = console or Console()
         summary = Table(
             title=f"onceflow verify: {self.input.events} input events "
-            f"({self.input.records} records, {self.input.aborted_events} aborted)",
+            f"({self.input.records} records, {self.input.aborted_events} aborted, "
+            f"{self.input.dead_lettered_events} dead-lettered)",
         )
-        summary.add_column("sink")
+        summary.add_column("sink", overflow="fold")
         summary.add_column("records", justify="right")
         summary.add_column("events", justify="right")
+        summary.add_column("dead-lettered", justify="right")
         for kind in KINDS:
             summary.add_column(kind.replace("_", " "), justify="right")
         summary.add_column("result")
@@ -136,6 +142,7 @@ class AuditReport:
                 sink.name,
                 str(sink.records),
                 str(sink.events),
+                str(sink.dead_lettered),
                 *cells,
                 "[bold red]FAIL[/]" if bad else "[green]ok[/]",
             )
@@ -145,6 +152,7 @@ class AuditReport:
                 "input",
                 str(self.input.records),
                 str(self.input.events),
+                "",
                 *["0"] * (len(KINDS) - 1),
                 f"[bold red]{input_unreadable}[/]",
                 "[bold red]FAIL[/]",
@@ -157,7 +165,7 @@ class AuditReport:
             title=f"anomalies (first {min(limit, len(self.anomalies))} of {len(self.anomalies)})"
         )
         for column in ("kind", "sink", "id", "key", "partition", "offset", "detail"):
-            details.add_column(column)
+            details.add_column(column, overflow="fold")
         for anomaly in self.anomalies[:limit]:
             details.add_row(
                 anomaly.kind,

@@ -11,10 +11,11 @@ the commit/abort control markers of each producer (``transaction_outcomes``).
 from __future__ import annotations
 
 import datetime
+import re
 import sqlite3
 import time
 from collections import defaultdict
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -28,6 +29,33 @@ READ_UNCOMMITTED = "read_uncommitted"
 
 class SourceError(RuntimeError):
     """A topic or table cannot be read completely."""
+
+
+Cluster = str | Mapping[str, Any]  # bootstrap servers, or a whole librdkafka client config
+
+
+def client_conf(cluster: Cluster) -> dict[str, Any]:
+    """The librdkafka config of ``cluster`` (quiet: errors are raised, not logged)."""
+    if isinstance(cluster, str):
+        return {"bootstrap.servers": cluster, "log_level": 0}
+    return {"log_level": 0, **cluster}
+
+
+def matching_topics(cluster: Cluster, pattern: str, timeout: float = 15.0) -> list[str]:
+    """Topics whose whole name matches the regular expression (internal ones left out)."""
+    from confluent_kafka import KafkaException
+    from confluent_kafka.admin import AdminClient
+
+    try:
+        metadata = AdminClient(client_conf(cluster)).list_topics(timeout=timeout)
+    except KafkaException as error:
+        raise SourceError(f"cannot list topics: {error}") from None
+    regex = re.compile(pattern)
+    return sorted(
+        name
+        for name, topic in metadata.topics.items()
+        if topic.error is None and not name.startswith("__") and regex.fullmatch(name)
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,13 +84,18 @@ class TransactionOutcomes:
         return any(first <= offset <= last for first, last in self.aborted)
 
 
-def topic_ranges(bootstrap: str, topic: str, timeout: float = 15.0) -> dict[int, PartitionRange]:
+def topic_ranges(
+    bootstrap: Cluster, topic: str, timeout: float = 15.0
+) -> dict[int, PartitionRange]:
     """Log start, last stable offset and high watermark of every partition of ``topic``."""
-    from confluent_kafka import IsolationLevel, TopicPartition
+    from confluent_kafka import IsolationLevel, KafkaException, TopicPartition
     from confluent_kafka.admin import AdminClient, OffsetSpec
 
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    metadata = admin.list_topics(timeout=timeout)  # all topics: never auto-create
+    admin = AdminClient(client_conf(bootstrap))
+    try:
+        metadata = admin.list_topics(timeout=timeout)  # all topics: never auto-create
+    except KafkaException as error:
+        raise SourceError(f"topic {topic!r}: cannot read the cluster's metadata: {error}") from None
     described = metadata.topics.get(topic)
     if described is None or described.error is not None:
         reason = described.error if described is not None else "not found"
@@ -84,7 +117,7 @@ def topic_ranges(bootstrap: str, topic: str, timeout: float = 15.0) -> dict[int,
 
 
 def read_topic(
-    bootstrap: str,
+    bootstrap: Cluster,
     topic: str,
     ranges: dict[int, PartitionRange],
     isolation: str = READ_COMMITTED,
@@ -99,7 +132,7 @@ def read_topic(
         return []
     consumer = Consumer(
         {
-            "bootstrap.servers": bootstrap,
+            **client_conf(bootstrap),
             "group.id": "onceflow-verify",
             "enable.auto.commit": False,
             "enable.partition.eof": True,
@@ -144,7 +177,7 @@ def read_topic(
 
 
 def transaction_outcomes(
-    bootstrap: str,
+    bootstrap: Cluster,
     topic: str,
     ranges: dict[int, PartitionRange],
     timeout: float = 30.0,
@@ -153,11 +186,16 @@ def transaction_outcomes(
     from kio.schema.fetch.v4.request import FetchPartition, FetchRequest, FetchTopic
     from kio.static.primitive import i8, i32, i64
 
+    from onceflow.admin.connect import wire_client
+    from onceflow.admin.errors import Unreachable
     from onceflow.log.batch import CONTROL_ABORT, control_type_of, iter_headers
-    from onceflow.protocol.client import WireClient
 
     outcomes: dict[int, TransactionOutcomes] = {}
-    with WireClient(bootstrap, timeout=timeout) as wire:
+    try:
+        wire = wire_client(client_conf(bootstrap))
+    except Unreachable as error:
+        raise SourceError(f"topic {topic!r}: {error}") from None
+    with wire:
         for partition, extent in sorted(ranges.items()):
             result = outcomes[partition] = TransactionOutcomes()
             open_batches: dict[int, list[tuple[int, int]]] = defaultdict(list)
@@ -216,24 +254,50 @@ class InputRead:
     aborted_ids: set[str]
     unreadable: list[Unreadable]
     aborted_visible: list[InputEvent]  # read_committed returned aborted data (broker bug)
-    ranges: dict[int, PartitionRange]
+    ranges: dict[int, PartitionRange]  # of the only input topic ({} for several)
+    ranges_by_topic: dict[str, dict[int, PartitionRange]] = field(default_factory=dict)
 
     def audit(
-        self, sinks: Iterable[Sink], context: Mapping[str, object] | None = None
+        self,
+        sinks: Iterable[Sink],
+        context: Mapping[str, object] | None = None,
+        dead_lettered_ids: Iterable[str] = (),
+        dead_letter_unreadable: Iterable[Unreadable] = (),
     ) -> AuditReport:
-        """Audit ``sinks`` against the events read from the input topic."""
+        """Audit ``sinks`` against the events read from the input topics."""
         return audit(
             self.events,
             sinks,
             aborted_input_ids=self.aborted_ids,
-            input_unreadable=self.unreadable,
+            input_unreadable=[*self.unreadable, *dead_letter_unreadable],
             input_aborted_visible=self.aborted_visible,
+            dead_lettered_ids=dead_lettered_ids,
             context=context,
         )
 
 
 def read_input(
-    bootstrap: str, topic: str, extractor: Extractor, timeout: float = 60.0
+    bootstrap: Cluster, topics: str | Sequence[str], extractor: Extractor, timeout: float = 60.0
+) -> InputRead:
+    """The events of one or several input topics (each event knows its topic)."""
+    names = [topics] if isinstance(topics, str) else list(topics)
+    if not names:
+        raise SourceError("no input topic")
+    reads = [_read_one_input(bootstrap, name, extractor, timeout) for name in names]
+    if len(reads) == 1:
+        return reads[0]
+    return InputRead(
+        events=[event for read in reads for event in read.events],
+        aborted_ids=set().union(*(read.aborted_ids for read in reads)),
+        unreadable=[u for read in reads for u in read.unreadable],
+        aborted_visible=[event for read in reads for event in read.aborted_visible],
+        ranges={},
+        ranges_by_topic={name: read.ranges for name, read in zip(names, reads, strict=True)},
+    )
+
+
+def _read_one_input(
+    bootstrap: Cluster, topic: str, extractor: Extractor, timeout: float
 ) -> InputRead:
     ranges = topic_ranges(bootstrap, topic)
     outcomes = transaction_outcomes(bootstrap, topic, ranges)
@@ -244,7 +308,7 @@ def read_input(
         except ExtractError as error:
             unreadable.append(Unreadable("input", str(error), record.partition, record.offset))
             continue
-        event = InputEvent(event_id, key, record.partition, record.offset)
+        event = InputEvent(event_id, key, record.partition, record.offset, topic)
         if outcomes[record.partition].is_aborted(record.offset):
             visible_aborted.append(event)
         else:
@@ -257,11 +321,27 @@ def read_input(
                     aborted_ids.add(extractor.message(record.key, record.value)[0])
                 except ExtractError:
                     continue
-    return InputRead(events, aborted_ids, unreadable, visible_aborted, ranges)
+    return InputRead(events, aborted_ids, unreadable, visible_aborted, ranges, {topic: ranges})
+
+
+def read_dead_letters(
+    bootstrap: Cluster, topic: str, extractor: Extractor, timeout: float = 60.0
+) -> tuple[set[str], list[Unreadable]]:
+    """Event ids in a dead-letter topic (records carry the input's key and value)."""
+    ranges = topic_ranges(bootstrap, topic)
+    ids, unreadable = set(), []
+    for record in read_topic(bootstrap, topic, ranges, READ_COMMITTED, timeout):
+        try:
+            ids.add(extractor.message(record.key, record.value)[0])
+        except ExtractError as error:
+            unreadable.append(
+                Unreadable(f"dlq:{topic}", str(error), record.partition, record.offset)
+            )
+    return ids, unreadable
 
 
 def read_output_topic(
-    bootstrap: str,
+    bootstrap: Cluster,
     topic: str,
     extractor: Extractor,
     *,

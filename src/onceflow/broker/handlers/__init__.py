@@ -19,4 +19,5 @@ from onceflow.broker.handlers import (  # noqa: F401
     scram_credentials,
     transaction_admin,
     transactions,
+    write_txn_markers,
 )

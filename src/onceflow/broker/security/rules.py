@@ -162,6 +162,14 @@ def require_init_producer_id(ctx: RequestContext, transactional_id: str | None) 
         raise KafkaError(ErrorCode.cluster_authorization_failed)
 
 
+def require_cluster_action_or_alter(ctx: RequestContext) -> None:
+    """WriteTxnMarkers: ALTER on the cluster (an admin aborting a hanging transaction)
+    or CLUSTER_ACTION (a broker)."""
+    if ctx.broker.authorizer is None or allowed(ctx, ALTER, CLUSTER, CLUSTER_NAME, False):
+        return
+    require(ctx, CLUSTER_ACTION, CLUSTER)
+
+
 def config_resource_denial(
     ctx: RequestContext, operation: Operation, resource_type: int, name: str
 ) -> None:

@@ -1,8 +1,9 @@
-"""``onceflow topics plan|migrate|create|delete|repartition|reset|align``.
+"""``onceflow topics``: topics as code (plan|migrate|...) and any cluster's topics (list|describe).
 
-Exit codes: 0 success (with ``--detailed-exitcode``: and nothing to change), 1 errors
-(invalid spec, impossible change, lock timeout, cluster error), 2 changes planned or made
-(only with ``--detailed-exitcode``). confluent-kafka is imported only when a command runs.
+Exit codes of the topics-file commands: 0 success (with ``--detailed-exitcode``: and
+nothing to change), 1 errors (invalid spec, impossible change, lock timeout, cluster
+error), 2 changes planned or made (only with ``--detailed-exitcode``) or, without it, a
+cluster that cannot be reached. confluent-kafka is imported only when a command runs.
 """
 
 from __future__ import annotations
@@ -13,6 +14,14 @@ from typing import Any
 import click
 from rich.console import Console
 from rich.markup import escape
+
+from onceflow.cli.options import (
+    EXIT_UNAVAILABLE,
+    ClientSettings,
+    cluster_options,
+    json_option,
+)
+from onceflow.cli.output import print_json, print_table
 
 HELP = {
     "plan": "Show what migrate would change, as a diff; change nothing.",
@@ -25,16 +34,6 @@ HELP = {
 }
 
 
-def _client_config(pairs: tuple[str, ...]) -> dict[str, str]:
-    config = {}
-    for pair in pairs:
-        if "=" not in pair:
-            raise click.BadParameter(f"expected key=value, got {pair!r}", param_hint="-X")
-        key, value = pair.split("=", 1)
-        config[key.strip()] = value.strip()
-    return config
-
-
 def _options(function: Any) -> Any:
     options = [
         click.option(
@@ -45,14 +44,6 @@ def _options(function: Any) -> Any:
             default=Path("topics.yaml"),
             show_default=True,
             help="The topics file.",
-        ),
-        click.option(
-            "--bootstrap",
-            "-b",
-            envvar="ONCEFLOW_BOOTSTRAP",
-            default="127.0.0.1:9092",
-            show_default=True,
-            help="Kafka bootstrap servers (env ONCEFLOW_BOOTSTRAP).",
         ),
         click.option(
             "--env",
@@ -78,52 +69,45 @@ def _options(function: Any) -> Any:
             show_default=True,
             help="Seconds to wait for the cluster lock another run holds (plan takes none).",
         ),
-        click.option(
-            "--client-config",
-            "-X",
-            multiple=True,
-            metavar="KEY=VALUE",
-            help="librdkafka setting for every client it opens (e.g. security.protocol=SSL).",
-        ),
     ]
     for option in reversed(options):
         function = option(function)
-    return function
+    return cluster_options(function)
 
 
 @click.group("topics")
 def topics_command() -> None:
-    """Declarative topics as code: apply a topics.yaml to onceflow's broker or any Kafka.
+    """Topics of any cluster (list, describe) and topics as code (a topics.yaml).
 
-    Every command validates the whole file first and prints its plan as a diff. Exit
-    codes: 0 success, 1 errors, 2 changes planned or made (only with --detailed-exitcode).
-    The file format and each command: docs/topics.md.
+    The topics-file commands validate the whole file first and print their plan as a
+    diff. Their exit codes: 0 success, 1 errors, 2 changes planned or made (only with
+    --detailed-exitcode; without it, 2 is a cluster that cannot be reached). The file
+    format and each command: docs/topics.md.
     """
 
 
 def _make_command(name: str) -> click.Command:
     @_options
     def command(
+        client: ClientSettings,
         file: Path,
-        bootstrap: str,
         env: str | None,
         strict: bool,
         detailed_exitcode: bool,
         yes: bool,
         lock_timeout: float,
-        client_config: tuple[str, ...],
     ) -> None:
         raise SystemExit(
             run_command(
                 name,
                 file,
-                bootstrap,
+                client.bootstrap,
                 env=env,
                 strict=strict,
                 detailed_exitcode=detailed_exitcode,
                 yes=yes,
                 lock_timeout=lock_timeout,
-                client_config=_client_config(client_config),
+                client_config=client.extra,
             )
         )
 
@@ -146,7 +130,14 @@ def run_command(
     errors: Console | None = None,
 ) -> int:
     """Run one command, print its plan and outcome; return the exit code."""
-    from onceflow.topics import ConfirmationRequired, PlanError, SpecError, TopicsError, run
+    from onceflow.topics import (
+        ClusterUnreachable,
+        ConfirmationRequired,
+        PlanError,
+        SpecError,
+        TopicsError,
+        run,
+    )
     from onceflow.topics.lock import describe_holder
     from onceflow.topics.plan import render
 
@@ -185,6 +176,9 @@ def run_command(
     except ConfirmationRequired as error:
         errors.print(f"[bold red]error:[/bold red] {escape(str(error))}")
         return 1
+    except ClusterUnreachable as error:  # with --detailed-exitcode, 2 means "changes"
+        errors.print(f"[bold red]error:[/bold red] {escape(str(error))}")
+        return 1 if detailed_exitcode else EXIT_UNAVAILABLE
     except TopicsError as error:
         errors.print(f"[bold red]error:[/bold red] {escape(str(error))}")
         return 1
@@ -195,3 +189,54 @@ def run_command(
 
 for _name in HELP:
     topics_command.add_command(_make_command(_name))
+
+
+@topics_command.command("list")
+@cluster_options
+@json_option
+@click.option("--internal", is_flag=True, help="Include internal topics (__consumer_offsets...).")
+def list_command(client: ClientSettings, as_json: bool, internal: bool) -> None:
+    """List the cluster's topics with their partitions and replication factor."""
+    from onceflow.admin.topics import list_topics
+
+    rows = list_topics(client.session(), internal)
+    if as_json:
+        print_json(rows)
+        return
+    print_table(
+        ("topic", "partitions", "replication factor"),
+        [(r.name, r.partitions, r.replication_factor) for r in rows],
+    )
+
+
+@topics_command.command("describe")
+@cluster_options
+@json_option
+@click.argument("topics", nargs=-1, required=True)
+def describe_command(client: ClientSettings, as_json: bool, topics: tuple[str, ...]) -> None:
+    """Partitions (leader, replicas, in-sync replicas) and configs set on each topic.
+
+    Exit 1 if a topic does not exist.
+    """
+    from onceflow.admin.topics import describe_topics
+
+    described = describe_topics(client.session(), list(topics))
+    if as_json:
+        print_json(described)
+        return
+    for topic in described:
+        configs = ",".join(f"{k}={v}" for k, v in topic.configs.items()) or "-"
+        click.echo(f"topic {topic.name}  partitions {len(topic.partitions)}  configs {configs}")
+        print_table(
+            ("topic", "partition", "leader", "replicas", "isr"),
+            [
+                (
+                    topic.name,
+                    p.partition,
+                    p.leader,
+                    ",".join(map(str, p.replicas)),
+                    ",".join(map(str, p.isr)),
+                )
+                for p in topic.partitions
+            ],
+        )

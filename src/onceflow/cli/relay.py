@@ -2,22 +2,18 @@
 
 from __future__ import annotations
 
-import logging
 import signal
-import sys
 import threading
 
 import click
 
-from onceflow.patterns.db import ConfigurationError, DatabaseError, connect
-from onceflow.patterns.faults import CrashPoints
-from onceflow.patterns.outbox import DEFAULT_SHARDS, DEFAULT_TABLE, Outbox
-from onceflow.patterns.relay import Relay, RelayConfig
+from onceflow.cli.options import ClientSettings, cluster_options
+from onceflow.patterns.outbox import DEFAULT_SHARDS, DEFAULT_TABLE
 
 
 @click.command("relay")
 @click.option("--database-url", required=True, help="sqlite:///PATH or postgresql://...")
-@click.option("--bootstrap", required=True, metavar="HOST:PORT", help="Kafka bootstrap servers.")
+@cluster_options(log_level="INFO")
 @click.option("--table", default=DEFAULT_TABLE, show_default=True, help="Outbox table.")
 @click.option("--shards", default=DEFAULT_SHARDS, show_default=True,
               help="Key shards (must match the writers' Outbox(shards=...)).")  # fmt: skip
@@ -30,15 +26,9 @@ from onceflow.patterns.relay import Relay, RelayConfig
               help="Publish each batch in a Kafka transaction with this id.")  # fmt: skip
 @click.option("--idle-exit", type=float, default=None,
               help="Exit after this many idle seconds (default: run until SIGTERM).")  # fmt: skip
-@click.option(
-    "--log-level",
-    default="INFO",
-    show_default=True,
-    type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False),
-)
 def relay_command(
     database_url: str,
-    bootstrap: str,
+    client: ClientSettings,
     table: str,
     shards: int,
     batch_size: int,
@@ -46,16 +36,19 @@ def relay_command(
     lease_ttl_ms: int,
     transactional_id: str | None,
     idle_exit: float | None,
-    log_level: str,
 ) -> None:
     """Publish outbox rows with an idempotent producer and mark them published.
 
     Safe to run as several processes (PostgreSQL: FOR UPDATE SKIP LOCKED on key shards;
     SQLite: one lease holder at a time). Per-key order is kept; a crash re-publishes the
     unmarked rows (duplicates carry the same onceflow-outbox-id header for an inbox).
+    Exit 2 if the database or the configuration is unusable.
     """
-    logging.basicConfig(level=log_level.upper(), stream=sys.stderr,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")  # fmt: skip
+    from onceflow.patterns.db import ConfigurationError, DatabaseError, connect
+    from onceflow.patterns.faults import CrashPoints
+    from onceflow.patterns.outbox import Outbox
+    from onceflow.patterns.relay import Relay, RelayConfig
+
     stop = threading.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda *_: stop.set())
@@ -64,14 +57,16 @@ def relay_command(
         outbox = Outbox(db, table, shards)
         outbox.create_schema()
         config = RelayConfig(
-            bootstrap,
+            client.bootstrap,
             batch_size=batch_size,
             shards_per_cycle=shards_per_cycle,
             lease_ttl_ms=lease_ttl_ms,
             transactional_id=transactional_id,
+            producer_config=client.extra,
         )
         relay = Relay(db, outbox, config, CrashPoints.from_env())
         published = relay.run(stop.is_set, idle_exit_s=idle_exit)
     except (ConfigurationError, DatabaseError) as error:
-        raise click.ClickException(str(error)) from None
+        click.echo(f"error: {error}", err=True)
+        raise SystemExit(2) from None
     click.echo(f"published {published}")

@@ -1,4 +1,4 @@
-"""The ``onceflow`` command line."""
+"""``onceflow broker``: run the embedded Kafka-compatible broker."""
 
 from __future__ import annotations
 
@@ -10,24 +10,8 @@ from pathlib import Path
 
 import click
 
-from onceflow import __version__
+from onceflow.cli.options import parse_key_values
 from onceflow.protocol.errors import KafkaError
-
-
-def _parse_overrides(pairs: tuple[str, ...]) -> dict[str, str]:
-    overrides = {}
-    for pair in pairs:
-        if "=" not in pair:
-            raise click.BadParameter(f"expected key=value, got {pair!r}", param_hint="--config")
-        key, value = pair.split("=", 1)
-        overrides[key.strip()] = value.strip()
-    return overrides
-
-
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(__version__, prog_name="onceflow")
-def main() -> None:
-    """Exactly-once Kafka pipelines for Python and PySpark."""
 
 
 def _list_apis(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
@@ -39,7 +23,7 @@ def _list_apis(ctx: click.Context, _param: click.Parameter, value: bool) -> None
     ctx.exit()
 
 
-@main.command()
+@click.command("broker")
 @click.option(
     "--list-apis",
     is_flag=True,
@@ -126,7 +110,7 @@ def broker(
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
     try:
-        config = BrokerConfig.from_strings(_parse_overrides(configs))
+        config = BrokerConfig.from_strings(parse_key_values(configs, "--config"))
         users = [parse_add_scram(text) for text in scram_users]
     except (KafkaError, SecuritySettingError) as error:
         raise click.UsageError(str(error)) from None
@@ -156,55 +140,3 @@ def broker(
         raise click.ClickException(f"cannot start broker: {error}") from None
     except OSError as error:
         raise click.ClickException(f"cannot start broker: {error}") from None
-
-
-@main.command()
-@click.option(
-    "--data-dir",
-    type=click.Path(file_okay=False, path_type=Path),
-    default=Path(".demo/broker"),
-    show_default=True,
-    help="Broker data directory (kept between runs).",
-)
-@click.option("--records", default=3000, show_default=True, help="Records to produce.")
-@click.option("--partitions", default=3, show_default=True, help="Partitions of the topic.")
-def demo(data_dir: Path, records: int, partitions: int) -> None:
-    """Quick broker demo: idempotent producer, embedded broker, consumer, order checks.
-
-    (The full exactly-once Spark pipeline demo is `make demo`.)
-    """
-    from rich.console import Console
-
-    from onceflow.demo import print_summary, run_demo
-
-    console = Console()
-    with console.status("starting a broker, producing and consuming..."):
-        result = run_demo(data_dir, records=records, partitions=partitions)
-    print_summary(result, console, data_dir)
-    if not result.ok:
-        raise SystemExit(1)
-
-
-SUBCOMMANDS = (
-    ("onceflow.transactions_cli", "transactions_command"),
-    ("onceflow.verify.command", "verify_command"),
-    ("onceflow.verify.chaos.command", "chaos_command"),
-    ("onceflow.patterns.relay_cli", "relay_command"),
-    ("onceflow.groups_cli", "groups_command"),
-    ("onceflow.topics_cli", "topics_command"),
-    ("onceflow.log_cli", "log_command"),
-)
-
-
-def _register_subcommands() -> None:
-    from importlib import import_module
-
-    for module, name in SUBCOMMANDS:
-        main.add_command(getattr(import_module(module), name))
-
-
-_register_subcommands()
-
-
-if __name__ == "__main__":
-    main()

@@ -1,0 +1,160 @@
+"""Clients for a cluster described by one librdkafka-style config dict.
+
+Every admin operation (and the CLI) builds its clients here from the same dict:
+``bootstrap.servers`` (one or several ``HOST:PORT``), ``security.protocol``, ``ssl.*``,
+``sasl.*`` and any other librdkafka setting. ``ClusterSession`` waits for admin results
+while watching librdkafka's error events, so an unreachable cluster is reported as soon
+as every bootstrap broker has failed instead of after the request timeout.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import time
+from collections.abc import Mapping
+from typing import Any
+
+from onceflow.admin.errors import AdminError, NotFound, Refused, Unreachable
+from onceflow.protocol.client import WireClient
+
+QUIET = {"log_level": 0}  # librdkafka logs nothing unless asked (--debug)
+NOT_FOUND_ERRORS = {
+    "GROUP_ID_NOT_FOUND",
+    "UNKNOWN_TOPIC_OR_PART",
+    "UNKNOWN_TOPIC_ID",
+    "TRANSACTIONAL_ID_NOT_FOUND",
+}
+REFUSED_ERRORS = {"NON_EMPTY_GROUP", "UNKNOWN_MEMBER_ID", "REBALANCE_IN_PROGRESS"}
+UNREACHABLE_ERRORS = {
+    "_ALL_BROKERS_DOWN",
+    "_TRANSPORT",
+    "_RESOLVE",
+    "_TIMED_OUT",
+    "_AUTHENTICATION",
+    "_SSL",
+    "SASL_AUTHENTICATION_FAILED",
+}
+
+
+def client_config(
+    bootstrap: str, settings: Mapping[str, str] | None = None, *, debug: bool = False
+) -> dict[str, str]:
+    """The config dict: ``bootstrap.servers`` then ``settings``; librdkafka quiet unless debug."""
+    conf: dict[str, Any] = {"bootstrap.servers": bootstrap}
+    if not debug:
+        conf.update(QUIET)
+    conf.update(settings or {})
+    return conf
+
+
+def bootstrap_of(conf: Mapping[str, Any]) -> str:
+    return str(conf["bootstrap.servers"])
+
+
+def wire_client(conf: Mapping[str, Any], address: str | None = None) -> WireClient:
+    """A raw protocol connection to the cluster of ``conf`` (or to one broker of it).
+
+    The one place a WireClient is made from a config dict.
+    """
+    if address is not None:
+        conf = {**conf, "bootstrap.servers": address}
+    try:
+        return WireClient.from_config({key: str(value) for key, value in conf.items()})
+    except ValueError as error:  # settings that cannot work (e.g. SASL without a password)
+        raise AdminError(str(error)) from None
+    except OSError as error:  # unreachable, TLS or SASL refused: the message says which
+        raise Unreachable(str(error)) from None
+
+
+def describe_kafka_error(error: Any) -> tuple[str, str]:
+    """(Kafka error name, readable text) of a KafkaException or KafkaError."""
+    inner = error.args[0] if getattr(error, "args", None) else error
+    if hasattr(inner, "name") and callable(inner.name):
+        return inner.name(), inner.str()
+    return "", str(error)
+
+
+def translate(error: BaseException, what: str) -> AdminError:
+    """A KafkaException as the AdminError that says what to do about it."""
+    name, text = describe_kafka_error(error)
+    message = f"{what}: {text}" + (f" ({name})" if name and name not in text else "")
+    if name in NOT_FOUND_ERRORS:
+        return NotFound(message)
+    if name in REFUSED_ERRORS:
+        return Refused(message)
+    if name in UNREACHABLE_ERRORS:
+        return Unreachable(message)
+    return AdminError(message)
+
+
+class ClusterSession:
+    """An AdminClient on ``conf`` whose waits end as soon as the cluster is known down."""
+
+    def __init__(self, conf: Mapping[str, Any], timeout: float = 15.0) -> None:
+        from confluent_kafka.admin import AdminClient
+
+        self.conf = dict(conf)
+        self.timeout = timeout
+        self._down: list[str] = []
+        self._last_transport: str | None = None
+        self.admin = AdminClient({**self.conf, "error_cb": self._on_error})
+
+    @property
+    def bootstrap(self) -> str:
+        return bootstrap_of(self.conf)
+
+    def _on_error(self, error: Any) -> None:
+        name = error.name()
+        if name == "_ALL_BROKERS_DOWN" or name in ("_AUTHENTICATION", "_SSL"):
+            self._down.append(self._last_transport if name == "_ALL_BROKERS_DOWN" else error.str())
+        elif name in ("_TRANSPORT", "_RESOLVE"):
+            self._last_transport = error.str()
+
+    def _check_down(self) -> None:
+        if self._down:
+            reason = self._down[0] or "every broker is down"
+            raise Unreachable(f"cannot reach {self.bootstrap}: {_short(reason)}")
+
+    def result(self, future: concurrent.futures.Future, what: str) -> Any:
+        """The future's result; Unreachable early, AdminError subclasses for Kafka errors."""
+        deadline = time.monotonic() + self.timeout
+        while True:
+            try:
+                return future.result(timeout=0.05)
+            except concurrent.futures.TimeoutError:
+                pass
+            except Exception as error:  # KafkaException and friends
+                if type(error).__name__ != "KafkaException":
+                    raise
+                self._check_down()
+                raise translate(error, what) from None
+            self.admin.poll(0)
+            self._check_down()
+            if time.monotonic() > deadline:
+                raise Unreachable(
+                    f"{what}: no answer from {self.bootstrap} within {self.timeout:g} s"
+                )
+
+    def results(self, futures: Mapping[Any, concurrent.futures.Future], what: str) -> dict:
+        return {key: self.result(future, what) for key, future in futures.items()}
+
+    def check(self) -> None:
+        """Raise Unreachable unless the cluster answers a DescribeCluster/Metadata request."""
+        self.result(self.admin.describe_cluster(request_timeout=self.timeout), "describe cluster")
+
+    def list_topics(self) -> Any:
+        """Cluster metadata of every topic (asking for one could auto-create it)."""
+        self.check()
+        try:
+            return self.admin.list_topics(timeout=self.timeout)
+        except Exception as error:
+            raise translate(error, "metadata") from None
+
+    def wire(self, address: str | None = None) -> WireClient:
+        return wire_client(self.conf, address)
+
+
+def _short(reason: str) -> str:
+    """librdkafka's "HOST/bootstrap: Connect to ... failed: X (after 0ms ...)" as "X"."""
+    text = reason.split(": ", 1)[-1] if "/bootstrap: " in reason else reason
+    return text.split(" (after ")[0]

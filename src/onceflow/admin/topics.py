@@ -1,0 +1,82 @@
+"""Topics of any cluster: list them, describe partitions, replicas and configs."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from onceflow.admin.connect import ClusterSession
+from onceflow.admin.errors import NotFound
+
+
+@dataclass(frozen=True, slots=True)
+class TopicListing:
+    name: str
+    partitions: int
+    replication_factor: int
+    internal: bool
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionInfo:
+    partition: int
+    leader: int
+    replicas: list[int]
+    isr: list[int]
+
+
+@dataclass(frozen=True, slots=True)
+class TopicDescription:
+    name: str
+    partitions: list[PartitionInfo]
+    configs: dict[str, str] = field(default_factory=dict)  # set on the topic, not defaults
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def list_topics(session: ClusterSession, internal: bool = False) -> list[TopicListing]:
+    rows = []
+    for name, topic in session.list_topics().topics.items():
+        is_internal = name.startswith("__")
+        if topic.error is not None or (is_internal and not internal):
+            continue
+        partitions = topic.partitions
+        replicas = len(partitions[min(partitions)].replicas) if partitions else 0
+        rows.append(TopicListing(name, len(partitions), replicas, is_internal))
+    return sorted(rows, key=lambda row: row.name)
+
+
+def describe_topics(session: ClusterSession, names: list[str]) -> list[TopicDescription]:
+    """Partitions and topic-level configs of each topic; NotFound for an unknown one."""
+    from confluent_kafka.admin import ConfigResource, ConfigSource, ResourceType
+
+    metadata = session.list_topics()
+    for name in names:
+        described = metadata.topics.get(name)
+        if described is None or described.error is not None:
+            raise NotFound(f"topic {name!r} does not exist")
+    resources = [ConfigResource(ResourceType.TOPIC, name) for name in names]
+    futures = session.admin.describe_configs(resources, request_timeout=session.timeout)
+    configs = {
+        resource.name: {
+            key: entry.value or ""
+            for key, entry in session.result(future, f"configs of {resource.name}").items()
+            if entry.source == ConfigSource.DYNAMIC_TOPIC_CONFIG.value
+        }
+        for resource, future in futures.items()
+    }
+    descriptions = []
+    for name in names:
+        topic = metadata.topics[name]
+        descriptions.append(
+            TopicDescription(
+                name=name,
+                partitions=[
+                    PartitionInfo(p.id, p.leader, list(p.replicas), list(p.isrs))
+                    for p in sorted(topic.partitions.values(), key=lambda p: p.id)
+                ],
+                configs=dict(sorted(configs.get(name, {}).items())),
+            )
+        )
+    return descriptions

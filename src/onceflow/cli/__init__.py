@@ -1,0 +1,32 @@
+"""The ``onceflow`` command line: one module per command group.
+
+Shared options and exit codes: ``options.py``; error handling: ``root.py``; printing
+tables and JSON: ``output.py``. Library logic lives outside this package
+(``onceflow.admin``, ``onceflow.topics``, ``onceflow.verify``, ...).
+"""
+
+from onceflow.cli.broker import broker
+from onceflow.cli.chaos import chaos_command
+from onceflow.cli.demo import demo_command
+from onceflow.cli.groups import groups_command
+from onceflow.cli.log import log_command
+from onceflow.cli.relay import relay_command
+from onceflow.cli.root import main
+from onceflow.cli.topics import topics_command
+from onceflow.cli.transactions import transactions_command
+from onceflow.cli.verify import verify_command
+
+for _command in (
+    broker,
+    demo_command,
+    topics_command,
+    groups_command,
+    transactions_command,
+    verify_command,
+    chaos_command,
+    relay_command,
+    log_command,
+):
+    main.add_command(_command)
+
+__all__ = ["main"]

@@ -1,0 +1,57 @@
+"""The ``onceflow`` group: every failure of every command is one line and an exit code."""
+
+from __future__ import annotations
+
+import sys
+import traceback
+from typing import Any
+
+import click
+
+from onceflow import __version__
+from onceflow.admin.errors import AdminError, NotFound, Refused
+from onceflow.cli.options import DEBUG_META, EXIT_FOUND, EXIT_UNAVAILABLE
+
+
+class OnceflowGroup(click.Group):
+    """Turns the errors of any subcommand into one line on stderr and Kafka-tool exit codes.
+
+    Unknown group/topic/transactional id or a refused operation: exit 1; a cluster that
+    cannot be reached or answers with an error: exit 2. ``--debug`` adds the traceback.
+    """
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except (NotFound, Refused) as error:
+            self._fail(ctx, error, EXIT_FOUND)
+        except AdminError as error:
+            self._fail(ctx, error, EXIT_UNAVAILABLE)
+        except (ConnectionError, TimeoutError) as error:  # a broker went away mid-request
+            self._fail(ctx, error, EXIT_UNAVAILABLE, prefix="lost the connection: ")
+        except Exception as error:
+            if type(error).__name__ != "KafkaException":
+                raise
+            from onceflow.admin.connect import translate
+
+            translated = translate(error, "request failed")
+            code = EXIT_FOUND if isinstance(translated, NotFound | Refused) else EXIT_UNAVAILABLE
+            self._fail(ctx, translated, code)
+
+    @staticmethod
+    def _fail(ctx: click.Context, error: BaseException, code: int, prefix: str = "") -> None:
+        if ctx.meta.get(DEBUG_META):
+            traceback.print_exc(file=sys.stderr)
+        click.echo(f"error: {prefix}{error}", err=True)
+        ctx.exit(code)
+
+
+@click.group(cls=OnceflowGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="onceflow")
+def main() -> None:
+    """Exactly-once Kafka pipelines for Python and PySpark.
+
+    Exit codes of every command: 0 success; 1 anomalies found, an unknown group, topic or
+    transactional id, or an operation refused; 2 the cluster (or a source) could not be
+    reached or checked. Details per command: docs/cli.md.
+    """

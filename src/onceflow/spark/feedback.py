@@ -1,0 +1,104 @@
+"""Warn when an ``onceflow-kafka`` sink writes to a topic its own query reads.
+
+Such a query reads back everything it writes, and writes it again: a loop that grows
+until the disk is full. Nothing in the sink or the source can see the other (each runs in
+its own Python worker), so a StreamingQueryListener in the user's process looks at the
+query's plan once, at its first progress, through Spark's JVM objects. Any change in
+those internals makes the check skip silently; it never affects the query.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import warnings
+from typing import Any
+
+from pyspark.sql.streaming import StreamingQueryListener
+
+log = logging.getLogger(__name__)
+
+
+class FeedbackLoopWarning(UserWarning):
+    """A query's onceflow-kafka sink writes to one of the topics its source reads."""
+
+
+def _options(java_map: Any) -> dict[str, str]:
+    return {str(k).lower(): str(java_map.get(k)) for k in java_map.keySet().toArray()}
+
+
+def _reads(options: dict[str, str], topic: str) -> bool:
+    if "subscribe" in options:
+        return topic in {t.strip() for t in options["subscribe"].split(",")}
+    if "subscribepattern" in options:
+        return re.fullmatch(options["subscribepattern"], topic) is not None
+    return f'"{topic}"' in options.get("assign", "")
+
+
+def feedback_topics(plan: Any) -> list[str]:
+    """Topics the plan's onceflow-kafka sink writes that its onceflow sources read."""
+    if plan.getClass().getSimpleName() != "WriteToMicroBatchDataSource":
+        return []
+    if str(plan.table().name()) != "onceflow-kafka":
+        return []
+    option = plan.writeOptions().get("topic")
+    if option.isEmpty():
+        return []
+    topic = str(option.get())
+    leaves = plan.collectLeaves()
+    found = []
+    for i in range(leaves.size()):
+        leaf = leaves.apply(i)
+        relation = getattr(leaf, "relation", None)
+        if relation is None or str(relation().table().name()) != "onceflow":
+            continue
+        if _reads(_options(relation().options()), topic):
+            found.append(topic)
+    return found
+
+
+class FeedbackLoopListener(StreamingQueryListener):
+    def __init__(self, spark: Any) -> None:
+        self.spark = spark
+        self.checked: set[str] = set()
+
+    def onQueryStarted(self, event: Any) -> None:
+        pass
+
+    def onQueryProgress(self, event: Any) -> None:
+        query_id = str(event.progress.id)
+        if query_id in self.checked:
+            return
+        self.checked.add(query_id)
+        try:
+            query = self.spark.streams.get(query_id)
+            plan = query._jsq.streamingQuery().logicalPlan()
+            topics = feedback_topics(plan)
+        except Exception as error:  # internals differ: skip the check, never the query
+            log.debug("feedback-loop check skipped: %s", error)
+            return
+        for topic in topics:
+            message = (
+                f"query {event.progress.name or query_id}: the onceflow-kafka sink writes to "
+                f"topic {topic!r}, which the query's onceflow source also reads; every "
+                "record written will be read and written again"
+            )
+            log.warning("%s", message)
+            warnings.warn(message, FeedbackLoopWarning, stacklevel=2)
+
+    def onQueryIdle(self, event: Any) -> None:
+        pass
+
+    def onQueryTerminated(self, event: Any) -> None:
+        pass
+
+
+def watch_for_feedback_loops(spark: Any) -> None:
+    """Install the listener once per SparkSession (classic PySpark only)."""
+    if getattr(spark, "_jsparkSession", None) is None or getattr(
+        spark, "_onceflow_feedback_listener", None
+    ):
+        return
+    listener = FeedbackLoopListener(spark)
+    spark.streams.addListener(listener)
+    spark._onceflow_feedback_listener = listener
