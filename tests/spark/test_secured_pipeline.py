@@ -10,19 +10,20 @@ onceflow-database sink (revenue per store) and onceflow-kafka sink (sec-confirma
 
 Each component gets the security settings through its own pass-through (RunnerConfig's
 consumer_config/producer_config, RelayConfig.producer_config, Spark's ``kafka.*``
-options). The outputs are audited with onceflow.verify's audit over records read
-(read_committed) as alice over SASL_SSL: every order exactly once, in order per store.
+options). The outputs are audited by onceflow verify over SASL_SSL, as a library (a config
+dict) and as the command line (-X settings): every order exactly once, in order per store.
 """
 
 from __future__ import annotations
 
 import json
 import sqlite3
-import time
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka import KafkaError, Producer
 from confluent_kafka.admin import (
     AclBinding,
     AclOperation,
@@ -37,7 +38,7 @@ from onceflow.patterns.db import connect
 from onceflow.patterns.outbox import Outbox
 from onceflow.patterns.relay import Relay, RelayConfig
 from onceflow.patterns.runner import Runner, RunnerConfig
-from onceflow.verify.audit import InputEvent, OutputRecord, Sink, audit
+from onceflow.verify.run import run_verify
 from tests.integration.security.secured import (
     ADMIN,
     ALICE,
@@ -207,42 +208,6 @@ def run_spark(spark, conf: dict[str, str], database_url: str, checkpoints: Path)
         assert query.exception() is None, query.exception()
 
 
-def read_committed(conf: dict[str, str], topic: str) -> list:
-    """Every committed record of ``topic``, read as alice over SASL_SSL."""
-    consumer = Consumer(
-        {
-            **conf,
-            "group.id": "sec-audit",
-            "enable.auto.commit": False,
-            "isolation.level": "read_committed",
-            "enable.partition.eof": True,
-        }
-    )
-    consumer.assign([TopicPartition(topic, p, 0) for p in range(2)])
-    records, done = [], set()
-    deadline = time.monotonic() + TIMEOUT
-    while len(done) < 2 and time.monotonic() < deadline:
-        for message in consumer.consume(500, 0.5):
-            if message.error() is not None:
-                assert message.error().code() == KafkaError._PARTITION_EOF, message.error()
-                done.add(message.partition())
-            else:
-                records.append(message)
-    consumer.close()
-    assert len(done) == 2, f"{topic} not read to its end"
-    return records
-
-
-def as_output(sink_name: str, messages: list) -> Sink:
-    sink = Sink(sink_name)
-    for message in messages:
-        value = json.loads(message.value())
-        sink.records.append(
-            OutputRecord(value["order_id"], value["store"], message.offset(), message.partition())
-        )
-    return sink
-
-
 def test_pipeline_over_sasl_ssl_with_scram_and_acls(secured, spark, tmp_path):
     conf = alice(secured)
     app_db = f"sqlite:///{tmp_path / 'app.db'}"
@@ -253,19 +218,28 @@ def test_pipeline_over_sasl_ssl_with_scram_and_acls(secured, spark, tmp_path):
     run_relay(conf, app_db)
     run_spark(spark, conf, results_db, tmp_path / "checkpoints")
 
-    inputs = [
-        InputEvent(value["order_id"], value["store"], message.partition(), message.offset())
-        for message in read_committed(conf, ORDERS_TOPIC)
-        for value in [json.loads(message.value())]
-    ]
-    report = audit(
-        inputs, [as_output("topic:sec-confirmations", read_committed(conf, CONFIRMATIONS))]
+    # onceflow verify, as a library, with the same settings: every order exactly once.
+    report = run_verify(
+        conf,
+        ORDERS_TOPIC,
+        id_field="order_id",
+        key_field="store",
+        output_topic=CONFIRMATIONS,
     )
     assert report.ok, report.to_json()
     assert report.input.events == ORDERS and report.sinks[0].events == ORDERS
+    # ... and as the command line with -X settings (it reads transaction markers with
+    # onceflow's own protocol client, over SASL_SSL too).
+    options = [item for key, value in conf.items() if key != "bootstrap.servers"
+               for item in ("-X", f"{key}={value}")]  # fmt: skip
+    verified = subprocess.run(
+        [sys.executable, "-m", "onceflow", "verify", "--bootstrap", conf["bootstrap.servers"],
+         *options, "--input", RAW, "--output-topic", ORDERS_TOPIC, "--id-field", "order_id",
+         "--key-field", "store"],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert verified.returncode == 0, verified.stdout + verified.stderr
 
-    raw_ids = {order["order_id"] for order in orders}
-    assert {event.id for event in inputs} == raw_ids
     with sqlite3.connect(tmp_path / "app.db") as connection:
         assert connection.execute("SELECT count(*) FROM accepted").fetchone() == (ORDERS,)
     expected: dict[str, list[int]] = {}
