@@ -107,7 +107,7 @@ class WireClient:
                     continue
             self.address = f"{host}:{port}"
             return sock
-        raise ConnectionError(f"cannot connect to {bootstrap}: " + "; ".join(failures))
+        raise ConnectionError(f"cannot reach {bootstrap}: " + "; ".join(failures))
 
     def _authenticate(self, sasl: SaslCredentials) -> None:
         handshake = self.request(request_class(SASL_HANDSHAKE_KEY, 1), mechanism=sasl.mechanism)
