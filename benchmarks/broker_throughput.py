@@ -3,6 +3,7 @@
     python benchmarks/broker_throughput.py [--records 300000] [--repeat 5]
                                            [--only onceflow|tansu] [--warmup 30000]
                                            [--flush-policy always|interval|os]
+                                           [--security ssl|sasl_ssl]
 
 Both brokers run at the same time on 127.0.0.1 (onceflow: ``python -m onceflow broker`` on
 a temporary data directory, flush policy ``always`` by default = every acks=all answer is fsynced;
@@ -19,6 +20,10 @@ fresh 4-partition topic:
 * **consume**: one confluent-kafka consumer (assign mode, no group, same fetch settings
   for both) reads those records back from offset 0 of the 4 partitions; timed from
   ``assign()`` until the last record arrived.
+
+With ``--security ssl`` (or ``sasl_ssl``: SCRAM-SHA-512 over TLS) tansu is left out and
+one onceflow broker is measured over its PLAINTEXT listener and over a TLS listener back to
+back (test certificates made by ``trustme`` for the run), giving the cost of TLS.
 
 A warm-up topic (``--warmup`` records produced and consumed) is run on each broker first
 and not counted. The median over ``--repeat`` repetitions is reported, with min/max, and
@@ -76,7 +81,8 @@ CONSUMER_CONFIG = {
 @dataclass
 class Target:
     name: str
-    bootstrap: str = ""
+    bootstrap: str = ""  # PLAINTEXT: topics are created and deleted through it
+    client: dict[str, str] = field(default_factory=dict)  # security settings of the clients
     produce: list[tuple[float, int]] = field(default_factory=list)  # (seconds, records)
     consume: list[tuple[float, int]] = field(default_factory=list)
     stop: object = None
@@ -95,6 +101,49 @@ def start_onceflow(work: Path, flush_policy: str) -> Target:
     ).start()
     assert broker.process is not None
     return Target("onceflow", broker.bootstrap, stop=broker.stop, pid=broker.process.pid)
+
+
+def start_onceflow_secured(work: Path, flush_policy: str, security: str) -> list[Target]:
+    """One broker with a PLAINTEXT and a ``security`` listener: a target for each."""
+    import trustme
+
+    ca = trustme.CA()
+    ca.cert_pem.write_to_path(str(work / "ca.pem"))
+    ca.issue_cert("127.0.0.1").private_key_and_cert_chain_pem.write_to_path(
+        str(work / "server.pem")
+    )
+    name = security.upper()
+    broker = BrokerProcess(
+        work / "onceflow-data",
+        config={
+            "log.flush.policy": flush_policy,
+            "auto.create.topics.enable": "false",
+            "listeners": f"PLAINTEXT://127.0.0.1:0,{name}://127.0.0.1:0",
+            "ssl.keystore.location": str(work / "server.pem"),
+        },
+        log_path=work / "onceflow.log",
+        args=["--add-scram", "SCRAM-SHA-512=[name=bench,password=bench-secret]"],
+    ).start()
+    assert broker.process is not None
+    client = {
+        "bootstrap.servers": broker.bootstrap_for(name),
+        "security.protocol": name,
+        "ssl.ca.location": str(work / "ca.pem"),
+    }
+    if name == "SASL_SSL":
+        client.update(
+            {
+                "sasl.mechanism": "SCRAM-SHA-512",
+                "sasl.username": "bench",
+                "sasl.password": "bench-secret",
+            }
+        )
+    plain = broker.bootstrap_for("PLAINTEXT")
+    pid = broker.process.pid
+    return [
+        Target("onceflow", plain, stop=broker.stop, pid=pid),
+        Target(f"{security}", plain, client=client, stop=lambda: None, pid=pid),
+    ]
 
 
 def tansu_binary() -> str:
@@ -163,8 +212,8 @@ def start_tansu(work: Path) -> Target:
 # -- workload -----------------------------------------------------------------------------
 
 
-def produce(bootstrap: str, topic: str, records: int) -> float:
-    producer = Producer({"bootstrap.servers": bootstrap, **PRODUCER_CONFIG})
+def produce(target: Target, topic: str, records: int) -> float:
+    producer = Producer({"bootstrap.servers": target.bootstrap, **target.client, **PRODUCER_CONFIG})
     errors: list[str] = []
 
     def on_delivery(error, _message) -> None:
@@ -196,8 +245,8 @@ def produce(bootstrap: str, topic: str, records: int) -> float:
     return elapsed
 
 
-def consume(bootstrap: str, topic: str, records: int) -> float:
-    consumer = Consumer({"bootstrap.servers": bootstrap, **CONSUMER_CONFIG})
+def consume(target: Target, topic: str, records: int) -> float:
+    consumer = Consumer({"bootstrap.servers": target.bootstrap, **target.client, **CONSUMER_CONFIG})
     consumer.list_topics(topic, timeout=10)
     seen = 0
     payload = 0
@@ -234,9 +283,9 @@ def run_once(target: Target, records: int, record: bool) -> None:
     create_topics(target.bootstrap, [topic], PARTITIONS)
     me = os.getpid()
     cpu_start, client_start = cpu_seconds(target.pid), cpu_seconds(me)
-    produced = produce(target.bootstrap, topic, records)
+    produced = produce(target, topic, records)
     cpu_produced, client_produced = cpu_seconds(target.pid), cpu_seconds(me)
-    consumed = consume(target.bootstrap, topic, records)
+    consumed = consume(target, topic, records)
     cpu_consumed, client_consumed = cpu_seconds(target.pid), cpu_seconds(me)
     if record:
         target.produce.append((produced, records))
@@ -293,15 +342,22 @@ def main() -> int:
         default="always",
         help="onceflow's log.flush.policy (always: every acks=all answer is fsynced)",
     )
+    parser.add_argument(
+        "--security",
+        choices=("ssl", "sasl_ssl"),
+        help="measure onceflow over PLAINTEXT and over this listener (no tansu)",
+    )
     args = parser.parse_args()
 
     work = Path(tempfile.mkdtemp(prefix="broker-throughput-"))
     targets: list[Target] = []
     tansu_problem = None
     try:
-        if args.only in (None, "onceflow"):
+        if args.security:
+            targets += start_onceflow_secured(work, args.flush_policy, args.security)
+        elif args.only in (None, "onceflow"):
             targets.append(start_onceflow(work, args.flush_policy))
-        if args.only in (None, "tansu"):
+        if args.only in (None, "tansu") and not args.security:
             try:
                 targets.append(start_tansu(work))
             except Exception as error:  # report and go on with onceflow alone
@@ -310,7 +366,9 @@ def main() -> int:
         print(
             f"{args.records:,} records of {RECORD_BYTES} bytes, {PARTITIONS} partitions, "
             f"idempotent producer acks=all, {args.repeat} repetitions; "
-            + ", ".join(f"{t.name} at {t.bootstrap}" for t in targets),
+            + ", ".join(
+                f"{t.name} at {t.client.get('bootstrap.servers', t.bootstrap)}" for t in targets
+            ),
             flush=True,
         )
         print(f"machine load at start: {load()}", flush=True)
@@ -338,14 +396,15 @@ def main() -> int:
             f"{target.name:9s} {p_med:9.1f} ({p_min:6.1f}-{p_max:6.1f})  {p_rec:10,.0f}"
             f" {c_med:9.1f} ({c_min:6.1f}-{c_max:6.1f})  {c_rec:10,.0f}"
         )
-    if "onceflow" in medians and "tansu" in medians:
-        produce_ratio = medians["onceflow"][0] / medians["tansu"][0]
-        consume_ratio = medians["onceflow"][1] / medians["tansu"][1]
-        print(f"onceflow/tansu: produce {produce_ratio:.2f}x, consume {consume_ratio:.2f}x")
+    other = "tansu" if "tansu" in medians else args.security
+    if "onceflow" in medians and other in medians:
+        produce_ratio = medians["onceflow"][0] / medians[other][0]
+        consume_ratio = medians["onceflow"][1] / medians[other][1]
+        print(f"onceflow/{other}: produce {produce_ratio:.2f}x, consume {consume_ratio:.2f}x")
         by_name = {target.name: target for target in targets}
         for phase in ("produce", "consume"):
             paired = paired_ratios(
-                getattr(by_name["onceflow"], phase), getattr(by_name["tansu"], phase)
+                getattr(by_name["onceflow"], phase), getattr(by_name[other], phase)
             )
             print(
                 f"  {phase} ratio within each repetition: median {statistics.median(paired):.2f}x"

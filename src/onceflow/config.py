@@ -121,6 +121,32 @@ BROKER_CONFIGS: dict[str, ConfigKey] = _keys(
     ),
     ConfigKey("transactional.id.expiration.ms", "int", 604_800_000, minimum=1),
     ConfigKey("producer.id.expiration.ms", "int", 86_400_000, minimum=1),
+    # Listeners and security (docs/security.md); empty listeners: --host/--port, PLAINTEXT.
+    ConfigKey("listeners", "string", ""),
+    ConfigKey("advertised.listeners", "string", ""),
+    ConfigKey(
+        "listener.security.protocol.map",
+        "string",
+        "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL",
+    ),
+    ConfigKey("ssl.keystore.type", "string", "PEM", choices=("PEM",)),
+    ConfigKey("ssl.keystore.location", "string", ""),
+    ConfigKey("ssl.key.password", "string", "", sensitive=True),
+    ConfigKey("ssl.truststore.type", "string", "PEM", choices=("PEM",)),
+    ConfigKey("ssl.truststore.location", "string", ""),
+    ConfigKey("ssl.client.auth", "string", "none", choices=("none", "requested", "required")),
+    ConfigKey(
+        "sasl.enabled.mechanisms",
+        "list",
+        "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512",
+        choices=("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"),
+    ),
+    ConfigKey("sasl.plain.users.file", "string", ""),
+    ConfigKey("sasl.server.max.receive.size", "int", 524_288, minimum=1),
+    ConfigKey("connection.failed.authentication.delay.ms", "int", 100, minimum=0),
+    ConfigKey("authorizer.class.name", "string", ""),
+    ConfigKey("super.users", "string", ""),
+    ConfigKey("allow.everyone.if.no.acl.found", "bool", False),
 )
 
 # Topic configs whose broker-wide default comes from a broker key (Kafka's synonyms).

@@ -12,12 +12,12 @@ import time
 
 import pytest
 from kio.schema.api_versions.v0.response import ApiVersionsResponse as ApiVersionsResponseV0
-from kio.schema.describe_acls.v1.request import DescribeAclsRequest
+from kio.schema.describe_client_quotas.v1.request import DescribeClientQuotasRequest
 from kio.schema.errors import ErrorCode
 from kio.schema.produce.v9.request import PartitionProduceData, ProduceRequest, TopicProduceData
 from kio.schema.request_header.v2.header import RequestHeader
 from kio.serial import entity_reader, entity_writer
-from kio.static.primitive import i8, i16, i32
+from kio.static.primitive import i16, i32
 
 from onceflow.protocol.client import WireClient
 from onceflow.testing import BrokerProcess
@@ -190,16 +190,7 @@ def test_api_versions_too_new_answers_v0_unsupported_version_with_the_table(brok
 
 def test_api_the_broker_does_not_implement_answers_unsupported_version(broker):
     with WireClient(broker.bootstrap) as client:
-        response = client.request(
-            DescribeAclsRequest,
-            resource_type_filter=i8(1),
-            resource_name_filter=None,
-            pattern_type_filter=i8(1),
-            principal_filter=None,
-            host_filter=None,
-            operation=i8(1),
-            permission_type=i8(1),
-        )
+        response = client.request(DescribeClientQuotasRequest, components=(), strict=False)
         assert response.error_code == ErrorCode.unsupported_version
         # The same connection keeps working.
         assert list_offset(client, TOPIC, 0, -2)[:2] == (0, 0)

@@ -58,11 +58,12 @@ def wire_client(conf: Mapping[str, Any], address: str | None = None) -> WireClie
     """
     if address is not None:
         conf = {**conf, "bootstrap.servers": address}
-    first = bootstrap_of(conf).split(",")[0].strip()
     try:
-        return WireClient(first)
-    except OSError as error:
-        raise Unreachable(f"cannot reach {first}: {error.strerror or error}") from None
+        return WireClient.from_config({key: str(value) for key, value in conf.items()})
+    except ValueError as error:  # settings that cannot work (e.g. SASL without a password)
+        raise AdminError(str(error)) from None
+    except OSError as error:  # unreachable, TLS or SASL refused: the message says which
+        raise Unreachable(str(error)) from None
 
 
 def describe_kafka_error(error: Any) -> tuple[str, str]:

@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import ssl
 import uuid
 from pathlib import Path
 
@@ -13,6 +14,13 @@ import onceflow.broker.handlers  # noqa: F401  (registers every API handler)
 from onceflow.broker import dynamic_configs
 from onceflow.broker.connection import Connection
 from onceflow.broker.framing import FrameProtocol
+from onceflow.broker.listeners import Listener
+from onceflow.broker.security import settings
+from onceflow.broker.security.authorizer import Authorizer
+from onceflow.broker.security.credential_store import ScramCredentialStore
+from onceflow.broker.security.sasl_server import SaslServer
+from onceflow.broker.security.session import Session
+from onceflow.broker.security.settings import ScramUser
 from onceflow.config import BrokerConfig
 from onceflow.coordinator.group import GroupCoordinator
 from onceflow.coordinator.producer_ids import ProducerIdManager
@@ -31,12 +39,21 @@ class Broker:
         port: int = 9092,
         config: BrokerConfig | None = None,
         advertised_host: str | None = None,
+        scram_users: list[ScramUser] | None = None,
     ) -> None:
         self.data_dir = Path(data_dir)
-        self.host = host
-        self.port = port
-        self.advertised_host = advertised_host or host
         self.config = config or BrokerConfig.from_strings({})
+        # SecuritySettingError (a ValueError) for listeners that cannot work.
+        self.listeners = settings.configured_listeners(self.config, host, port, advertised_host)
+        # The first listener's address, for whatever has no connection to ask (logs).
+        self.host = self.listeners[0].host
+        self.port = self.listeners[0].port
+        self.advertised_host = advertised_host or self.host
+        self.scram_users = list(scram_users or ())
+        self.tls: ssl.SSLContext | None = None
+        self.scram_credentials: ScramCredentialStore | None = None
+        self.sasl: SaslServer | None = None
+        self.authorizer: Authorizer | None = None
         self.node_id = self.config["broker.id"]
         self.logs = LogManager(self.data_dir, self.config)
         self.producer_ids: ProducerIdManager | None = None
@@ -46,7 +63,8 @@ class Broker:
         self.coordinators: list = []
         self.groups: GroupCoordinator | None = GroupCoordinator(self)
         self.coordinators.append(self.groups)
-        self._server: asyncio.Server | None = None
+        self._servers: list[asyncio.Server] = []
+        self._bound: dict[str, Listener] = {}
         self._connections: set[asyncio.Task[None]] = set()
         # Last, so that it starts after the group coordinator.
         self.transactions = TransactionCoordinator(self)
@@ -54,6 +72,7 @@ class Broker:
 
     async def start(self) -> None:
         self.data_dir.mkdir(parents=True, exist_ok=True)
+        self._start_security()  # bad settings fail here, before any log is opened
         self.cluster_id = self._load_cluster_id()
         dynamic_configs.load(self.data_dir, self.config)
         self.logs.load()
@@ -61,19 +80,44 @@ class Broker:
         self.logs.start()
         for coordinator in self.coordinators:
             await coordinator.start()
+        bound = []
+        for listener in self.listeners:
+            bound.append(await self._listen(listener))
+        self.listeners = bound
+        self.port = bound[0].port
+        self.advertised_host = bound[0].advertised_host
+        log.info(
+            "broker %d serving %s from %s",
+            self.node_id,
+            ", ".join(str(listener) for listener in bound),
+            self.data_dir,
+        )
+
+    def _start_security(self) -> None:
+        if settings.needs(self.listeners, "uses_tls"):
+            self.tls = settings.server_tls_context(self.config)
+        self.authorizer = settings.authorizer(self.config, self.data_dir)
+        self.scram_credentials = ScramCredentialStore(self.data_dir)
+        self.sasl = settings.sasl_server(self.config, self.scram_credentials)
+        settings.add_scram_users(self.scram_credentials, self.scram_users)
+
+    async def _listen(self, listener: Listener) -> Listener:
+        """Start serving ``listener``; the listener with its bound port."""
+        # Before authentication a SASL listener takes frames up to sasl.server.max.receive.size.
         max_frame_bytes = self.config["socket.request.max.bytes"]
-        self._server = await asyncio.get_running_loop().create_server(
-            lambda: FrameProtocol(max_frame_bytes, self._accept),
-            self.host,
-            self.port,
+        if listener.protocol.uses_sasl:
+            max_frame_bytes = min(max_frame_bytes, self.config["sasl.server.max.receive.size"])
+        server = await asyncio.get_running_loop().create_server(
+            lambda: FrameProtocol(max_frame_bytes, lambda frames: self._accept(listener, frames)),
+            listener.host,
+            listener.port,
             reuse_address=True,
         )
-        self.port = self._server.sockets[0].getsockname()[1]
-        if self.advertised_host in ("0.0.0.0", "::", ""):
-            self.advertised_host = "127.0.0.1"
-        log.info(
-            "broker %d serving %s:%d from %s", self.node_id, self.host, self.port, self.data_dir
-        )
+        self._servers.append(server)
+        listener = listener.bound(server.sockets[0].getsockname()[1])
+        # Connections accepted from now on see the bound listener (its advertised port).
+        self._bound[listener.name] = listener
+        return listener
 
     def _load_cluster_id(self) -> str:
         path = self.data_dir / "meta.json"
@@ -85,8 +129,20 @@ class Broker:
         )
         return cluster_id
 
-    def _accept(self, frames: FrameProtocol) -> None:
-        task = asyncio.get_running_loop().create_task(self._serve(Connection(self, frames)))
+    def _accept(self, listener: Listener, frames: FrameProtocol) -> None:
+        listener = self._bound.get(listener.name, listener)
+        session = Session(
+            client_host=frames.peer.rsplit(":", 1)[0],
+            listener_name=listener.name,
+            advertised_host=listener.advertised_host,
+            advertised_port=listener.advertised_port,
+            authenticating=listener.protocol.uses_sasl,
+        )
+        tls = self.tls if listener.protocol.uses_tls else None
+        if tls is not None:
+            frames.pause_reading()  # the TLS handshake reads first (Connection.serve)
+        connection = Connection(self, frames, session, tls)
+        task = asyncio.get_running_loop().create_task(self._serve(connection))
         self._connections.add(task)
         task.add_done_callback(self._connections.discard)
 
@@ -97,8 +153,8 @@ class Broker:
             connection.frames.close()  # broker shutdown
 
     async def stop(self) -> None:
-        if self._server is not None:
-            self._server.close()
+        for server in self._servers:
+            server.close()
         for task in list(self._connections):
             task.cancel()
         for task in list(self._connections):
@@ -110,8 +166,15 @@ class Broker:
         self.logs.close()
         log.info("broker stopped cleanly")
 
+    def ready_line(self) -> str:
+        """``ready HOST:PORT`` for the default listener (as always); with ``listeners``
+        set, ``ready NAME://HOST:PORT,...`` listing every listener's advertised address."""
+        if not self.config["listeners"]:
+            return f"ready {self.advertised_host}:{self.port}"
+        return "ready " + ",".join(listener.advertised for listener in self.listeners)
+
     async def serve_forever(self, stop: asyncio.Event) -> None:
         await self.start()
-        print(f"ready {self.advertised_host}:{self.port}", flush=True)
+        print(self.ready_line(), flush=True)
         await stop.wait()
         await self.stop()

@@ -48,6 +48,7 @@ class DescribedConfig:
     kind: str
     read_only: bool
     synonyms: tuple[Synonym, ...]
+    sensitive: bool = False
 
 
 def broker_synonyms(config: BrokerConfig, name: str) -> list[Synonym]:
@@ -133,6 +134,7 @@ def describe_broker_configs(broker: Broker, keys: list[str] | None) -> list[Desc
                 BROKER_CONFIGS[name].kind,
                 read_only=name not in DYNAMIC_BROKER_CONFIGS,
                 synonyms=tuple(synonyms),
+                sensitive=BROKER_CONFIGS[name].sensitive,
             )
         )
     return described

@@ -5,12 +5,16 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import ssl
+import struct
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from onceflow.broker.context import NO_RESPONSE, Deferred, RequestContext
 from onceflow.broker.framing import Frame, FrameError, FrameProtocol
 from onceflow.broker.registry import HANDLERS
+from onceflow.broker.security.sasl_server import AuthenticationFailed
+from onceflow.broker.security.session import Session
 from onceflow.protocol.codec import (
     API_VERSIONS_KEY,
     MalformedRequest,
@@ -23,6 +27,7 @@ from onceflow.protocol.codec import (
     response_class,
 )
 from onceflow.protocol.errors import ErrorCode, KafkaError
+from onceflow.security.tls import certificate_principal
 
 if TYPE_CHECKING:
     from onceflow.broker.broker import Broker
@@ -30,6 +35,8 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 MAX_IN_FLIGHT = 16
+TLS_HANDSHAKE_TIMEOUT = 10.0
+SASL_PHASE_APIS = frozenset({API_VERSIONS_KEY, 17, 36})  # + SaslHandshake, SaslAuthenticate
 
 
 class CloseConnection(Exception):
@@ -37,14 +44,26 @@ class CloseConnection(Exception):
 
 
 class Connection:
-    def __init__(self, broker: Broker, frames: FrameProtocol) -> None:
+    def __init__(
+        self,
+        broker: Broker,
+        frames: FrameProtocol,
+        session: Session | None = None,
+        tls: ssl.SSLContext | None = None,
+    ) -> None:
         self.broker = broker
         self.frames = frames
         self.peer = frames.peer
+        self.session = session or Session(client_host=self.peer.rsplit(":", 1)[0])
+        self._tls = tls
         self._responses: asyncio.Queue[Any] = asyncio.Queue(MAX_IN_FLIGHT)
 
     async def serve(self) -> None:
+        if self._tls is not None and not await self._start_tls(self._tls):
+            return
         sender = asyncio.create_task(self._send_responses())
+        session = self.session
+        limited = session.authenticating  # frames limited to sasl.server.max.receive.size
         try:
             while True:
                 try:
@@ -56,6 +75,11 @@ class Connection:
                 result = await self._dispatch(frame)
                 if result is not NO_RESPONSE and not await self._enqueue(result, sender):
                     break  # the sender is gone: the connection was lost
+                if session.close_after_response:
+                    break
+                if limited and not session.authenticating:
+                    self.frames.max_frame_bytes = self.broker.config["socket.request.max.bytes"]
+                    limited = False
         except CloseConnection as reason:
             log.warning("closing connection from %s: %s", self.peer, reason)
         except ConnectionError:
@@ -65,6 +89,19 @@ class Connection:
                 with contextlib.suppress(Exception):
                     await sender
             self.frames.close()
+
+    async def _start_tls(self, context: ssl.SSLContext) -> bool:
+        """The TLS handshake; the client certificate's subject becomes the principal."""
+        try:
+            ssl_object = await self.frames.start_tls(context, TLS_HANDSHAKE_TIMEOUT)
+        except (OSError, TimeoutError, ssl.SSLError) as error:
+            log.warning("TLS handshake with %s failed: %s", self.peer, error)
+            self.frames.close()
+            return False
+        principal = certificate_principal(ssl_object)
+        if principal is not None:
+            self.session.principal = principal
+        return True
 
     async def _enqueue(self, item: Any, sender: asyncio.Task[None]) -> bool:
         """Hand a response to the sender, in order; False if the sender has stopped."""
@@ -96,11 +133,18 @@ class Connection:
             await self.frames.drain()
 
     async def _dispatch(self, frame: Frame) -> Any:
+        if self.session.raw_sasl_tokens:
+            return self._raw_sasl_token(frame)
         try:
             api_key, version, correlation_id = peek_header(frame)
         except MalformedRequest as error:
             raise CloseConnection(str(error)) from None
         handler = HANDLERS.get(api_key)
+        if self.session.authenticating and api_key not in SASL_PHASE_APIS:
+            raise CloseConnection(
+                f"{api_name(api_key)} request before SASL authentication (SaslHandshake, "
+                "SaslAuthenticate) completed"
+            )
         if api_key == API_VERSIONS_KEY and (handler is None or not handler.supports(version)):
             return self._unsupported_api_versions(correlation_id)
         cls = request_class(api_key, version)
@@ -116,7 +160,7 @@ class Connection:
             return encode_response(
                 api_key, correlation_id, error_response(responder, ErrorCode.unsupported_version)
             )
-        context = RequestContext(self.broker, header, self.peer)
+        context = RequestContext(self.broker, header, self.peer, self.session)
         try:
             result = await handler.handle(context, body)
         except KafkaError as error:
@@ -131,6 +175,17 @@ class Connection:
             ready = Deferred(asyncio.ensure_future(result.awaitable))
             return _Pending(api_key, correlation_id, ready, responder)
         return _encode(api_key, correlation_id, result, responder)
+
+    def _raw_sasl_token(self, frame: Frame) -> Any:
+        """A SASL token after SaslHandshake v0: answered as a bare frame; a failure has no
+        answer but closing the connection (after the failure delay)."""
+        from onceflow.broker.handlers.sasl import exchange_token
+
+        try:
+            challenge = exchange_token(self.broker, self.session, self.peer, bytes(frame))
+        except AuthenticationFailed as failure:
+            return _Silence(failure.args[0])
+        return struct.pack(">i", len(challenge)) + challenge
 
     def _unsupported_api_versions(self, correlation_id: int) -> bytes:
         from onceflow.broker.handlers.api_versions import api_versions_response
@@ -158,6 +213,18 @@ class _Pending:
         except KafkaError as error:
             response = error_response(self.responder, error.code)
         return _encode(self.api_key, self.correlation_id, response, self.responder)
+
+
+class _Silence(_Pending):
+    """Nothing to send, after a delay (a failed SASL v0 exchange, then the close)."""
+
+    __slots__ = ()
+
+    def __init__(self, seconds: float) -> None:
+        super().__init__(0, 0, Deferred(asyncio.sleep(seconds, b"")), object)
+
+    async def encoded(self) -> bytes:
+        return await self.deferred.awaitable
 
 
 def _encode(api_key: int, correlation_id: int, response: Any, responder: type) -> bytes:

@@ -6,6 +6,7 @@ from collections.abc import Awaitable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from onceflow.broker.security.session import Session
 from onceflow.protocol.codec import RequestHeader, response_class
 
 if TYPE_CHECKING:
@@ -17,10 +18,20 @@ class RequestContext:
     broker: Broker
     header: RequestHeader
     peer: str
+    session: Session
 
     @property
     def version(self) -> int:
         return self.header.api_version
+
+    @property
+    def advertised_host(self) -> str:
+        """This broker's host as the client's listener advertises it."""
+        return self.session.advertised_host
+
+    @property
+    def advertised_port(self) -> int:
+        return self.session.advertised_port
 
     @property
     def response_class(self) -> type:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import ssl
 import struct
 from collections.abc import Callable
 
@@ -52,6 +53,7 @@ class FrameProtocol(asyncio.BufferedProtocol):
         self._frame_waiter: asyncio.Future[None] | None = None
         self._writing_paused = False
         self._drain_waiters: list[asyncio.Future[None]] = []
+        self._tls = False
 
     # -- asyncio callbacks ----------------------------------------------------------------
 
@@ -92,7 +94,8 @@ class FrameProtocol(asyncio.BufferedProtocol):
                 self._fail(f"connection closed inside a {size}-byte request")
         self._eof = True
         self._wake_reader()
-        return True  # keep the transport open: the responses still owed are written
+        # Keep the transport open: the responses still owed are written (TLS cannot).
+        return not self._tls
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._lost = True
@@ -202,6 +205,24 @@ class FrameProtocol(asyncio.BufferedProtocol):
             assert self.transport is not None
             self.transport.resume_reading()
         return frame
+
+    def pause_reading(self) -> None:
+        """Leave incoming bytes in the socket until ``start_tls`` (a TLS listener)."""
+        assert self.transport is not None
+        self.transport.pause_reading()
+
+    async def start_tls(self, context: ssl.SSLContext, timeout: float) -> ssl.SSLObject | None:
+        """Run the server side of the TLS handshake; from then on frames are decrypted.
+
+        Raises what the handshake raised (ssl.SSLError, ConnectionError, TimeoutError)."""
+        assert self.transport is not None
+        transport = await asyncio.get_running_loop().start_tls(
+            self.transport, self, context, server_side=True, ssl_handshake_timeout=timeout
+        )
+        assert transport is not None
+        self.transport = transport
+        self._tls = True
+        return transport.get_extra_info("ssl_object")
 
     def write(self, data: bytes) -> None:
         if self._lost or self.transport is None:

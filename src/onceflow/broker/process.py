@@ -26,14 +26,18 @@ class BrokerProcess:
         log_path: Path | None = None,
         advertised_host: str | None = None,
         env: dict[str, str] | None = None,
+        args: list[str] | None = None,
     ) -> None:
         self.data_dir = Path(data_dir)
         self.port = port
         self.config = dict(config or {})
         self.advertised_host = advertised_host
         self.env = dict(env or {})  # extra environment (e.g. the test-only fsync hooks)
+        self.args = list(args or ())  # extra `onceflow broker` options (e.g. --add-scram)
         self.log_path = log_path or self.data_dir.parent / f"{self.data_dir.name}.log"
         self.process: subprocess.Popen[str] | None = None
+        # Listener name -> "host:port" from the ready line (PLAINTEXT alone by default).
+        self.listeners: dict[str, str] = {}
 
     @property
     def pid(self) -> int:
@@ -44,6 +48,10 @@ class BrokerProcess:
     def bootstrap(self) -> str:
         return f"127.0.0.1:{self.port}"
 
+    def bootstrap_for(self, listener: str) -> str:
+        """``host:port`` of a listener named in the ``listeners`` setting."""
+        return self.listeners[listener.upper()]
+
     def start(self, timeout: float = 30.0) -> BrokerProcess:
         command = [
             sys.executable,
@@ -52,14 +60,19 @@ class BrokerProcess:
             "broker",
             "--data-dir",
             str(self.data_dir),
-            "--port",
-            str(self.port),
             "--log-level",
             "INFO",
+            *self.args,
         ]
+        config = dict(self.config)
+        if "listeners" in config:
+            if self.listeners:  # a restart: the ports picked the first time
+                config["listeners"] = _with_ports(config["listeners"], self.listeners)
+        else:
+            command += ["--port", str(self.port)]
         if self.advertised_host:
             command += ["--advertised-host", self.advertised_host]
-        for key, value in self.config.items():
+        for key, value in config.items():
             command += ["--config", f"{key}={value}"]
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         log_file = open(self.log_path, "a")  # noqa: SIM115  (kept open for the child)
@@ -76,7 +89,8 @@ class BrokerProcess:
         while time.monotonic() < deadline:
             line = self.process.stdout.readline()
             if line.startswith("ready "):
-                self.port = int(line.strip().rsplit(":", 1)[1])
+                self.listeners = parse_ready_line(line)
+                self.port = int(next(iter(self.listeners.values())).rsplit(":", 1)[1])
                 return self
             if not line and self.process.poll() is not None:
                 break
@@ -114,6 +128,31 @@ class BrokerProcess:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+def parse_ready_line(line: str) -> dict[str, str]:
+    """Listener name -> ``host:port`` from ``ready HOST:PORT`` (the default PLAINTEXT
+    listener) or ``ready NAME://HOST:PORT,NAME://HOST:PORT`` (with ``listeners`` set)."""
+    listeners = {}
+    for entry in line.removeprefix("ready ").strip().split(","):
+        name, separator, address = entry.partition("://")
+        if separator:
+            listeners[name] = address
+        else:
+            listeners["PLAINTEXT"] = entry
+    return listeners
+
+
+def _with_ports(listeners: str, bound: dict[str, str]) -> str:
+    """The ``listeners`` setting with each port 0 replaced by the port it got."""
+    entries = []
+    for entry in listeners.split(","):
+        name, _, address = entry.strip().partition("://")
+        host, _, port = address.rpartition(":")
+        if port == "0" and name.upper() in bound:
+            port = bound[name.upper()].rsplit(":", 1)[1]
+        entries.append(f"{name}://{host}:{port}")
+    return ",".join(entries)
 
 
 def temporary_broker(config: dict[str, str] | None = None) -> BrokerProcess:

@@ -38,7 +38,12 @@ def _list_apis(ctx: click.Context, _param: click.Parameter, value: bool) -> None
     required=True,
     help="Directory holding the topic logs and coordinator state.",
 )
-@click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
+@click.option(
+    "--host",
+    default="127.0.0.1",
+    show_default=True,
+    help="Address to listen on (shorthand for one PLAINTEXT listener; see --config listeners).",
+)
 @click.option(
     "--port",
     default=9092,
@@ -60,24 +65,43 @@ def _list_apis(ctx: click.Context, _param: click.Parameter, value: bool) -> None
     "log.flush.policy=always|interval|os). Repeatable.",
 )
 @click.option(
+    "--add-scram",
+    "scram_users",
+    multiple=True,
+    metavar="'SCRAM-SHA-256=[name=NAME,password=PASSWORD]'",
+    help="Store a SCRAM credential at start-up (as kafka-storage format --add-scram; "
+    "iterations=N optional). Repeatable.",
+)
+@click.option(
     "--log-level",
     default="WARNING",
     show_default=True,
     type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False),
 )
+@click.pass_context
 def broker(
+    ctx: click.Context,
     data_dir: Path,
     host: str,
     port: int,
     advertised_host: str | None,
     configs: tuple[str, ...],
+    scram_users: tuple[str, ...],
     log_level: str,
 ) -> None:
     """Run the embedded Kafka-compatible broker until SIGTERM or SIGINT.
 
-    Prints one line `ready HOST:PORT` on stdout once it accepts connections.
+    Prints one line `ready HOST:PORT` on stdout once it accepts connections; with
+    `--config listeners=...` (e.g. PLAINTEXT://127.0.0.1:9092,SASL_SSL://127.0.0.1:9093)
+    the line is `ready NAME://HOST:PORT,...` with every listener. Security settings
+    (TLS, SASL, ACLs) are in docs/security.md.
     """
     from onceflow.broker.broker import Broker
+    from onceflow.broker.security.settings import (
+        SecuritySettingError,
+        configured_listeners,
+        parse_add_scram,
+    )
     from onceflow.config import BrokerConfig
 
     logging.basicConfig(
@@ -87,7 +111,19 @@ def broker(
     )
     try:
         config = BrokerConfig.from_strings(parse_key_values(configs, "--config"))
-    except KafkaError as error:
+        users = [parse_add_scram(text) for text in scram_users]
+    except (KafkaError, SecuritySettingError) as error:
+        raise click.UsageError(str(error)) from None
+    explicit = [
+        f"--{name}"
+        for name in ("host", "port")
+        if ctx.get_parameter_source(name) != click.core.ParameterSource.DEFAULT
+    ]
+    if config["listeners"] and explicit:
+        raise click.UsageError(f"give either {' and '.join(explicit)} or listeners, not both")
+    try:
+        configured_listeners(config, host, port, advertised_host)
+    except SecuritySettingError as error:
         raise click.UsageError(str(error)) from None
 
     async def run() -> None:
@@ -95,9 +131,12 @@ def broker(
         loop = asyncio.get_running_loop()
         for signum in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(signum, stop.set)
-        await Broker(data_dir, host, port, config, advertised_host).serve_forever(stop)
+        server = Broker(data_dir, host, port, config, advertised_host, users)
+        await server.serve_forever(stop)
 
     try:
         asyncio.run(run())
+    except SecuritySettingError as error:
+        raise click.ClickException(f"cannot start broker: {error}") from None
     except OSError as error:
         raise click.ClickException(f"cannot start broker: {error}") from None

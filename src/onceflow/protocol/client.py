@@ -1,13 +1,16 @@
 """A small synchronous Kafka protocol client built on kio.
 
 Used where librdkafka exposes no API (transaction admin: ListTransactions,
-DescribeTransactions, DescribeProducers) and by tests that need exact requests.
+DescribeTransactions, DescribeProducers) and by tests that need exact requests. It speaks
+every security protocol (TLS, SASL PLAIN and SCRAM) and takes a bootstrap list of
+several hosts; ``WireClient.from_config`` takes the same settings as librdkafka.
 """
 
 from __future__ import annotations
 
 import io
 import socket
+import ssl
 import struct
 from typing import Any
 
@@ -16,16 +19,63 @@ from kio.schema.request_header.v2.header import RequestHeader as RequestHeaderV2
 from kio.serial import entity_reader, entity_writer
 from kio.static.primitive import i16, i32
 
-from onceflow.protocol.codec import build, response_class
+from onceflow.protocol.client_config import ClientSecurity, SaslCredentials
+from onceflow.protocol.codec import build, request_class, response_class
+from onceflow.protocol.errors import ErrorCode
+from onceflow.security.plain import plain_message
+from onceflow.security.scram import ScramClientExchange
+
+SASL_HANDSHAKE_KEY = 17
+SASL_AUTHENTICATE_KEY = 36
+
+
+class AuthenticationError(ConnectionError):
+    """The broker refused the SASL mechanism or the credentials."""
 
 
 class WireClient:
-    """One connection to one broker; ``request`` sends a kio request and decodes the reply."""
+    """One connection to one broker; ``request`` sends a kio request and decodes the reply.
 
-    def __init__(self, bootstrap: str, timeout: float = 10.0) -> None:
-        host, port = bootstrap.rsplit(":", 1)
-        self.sock = socket.create_connection((host, int(port)), timeout=timeout)
+    ``bootstrap`` may list several ``host:port`` (comma-separated, optionally
+    ``PROTOCOL://host:port``); the first that accepts the connection is used.
+    """
+
+    def __init__(
+        self,
+        bootstrap: str,
+        timeout: float = 10.0,
+        *,
+        ssl_context: ssl.SSLContext | None = None,
+        sasl: SaslCredentials | None = None,
+        client_id: str = "onceflow-wire",
+    ) -> None:
+        self.client_id = client_id
         self.correlation_id = 0
+        self.address = ""
+        self.sock = self._connect(bootstrap, timeout, ssl_context)
+        if sasl is not None:
+            try:
+                self._authenticate(sasl)
+            except BaseException:
+                self.close()
+                raise
+
+    @classmethod
+    def from_config(cls, conf: dict[str, str], timeout: float = 10.0) -> WireClient:
+        """Connect with Kafka/librdkafka-style settings: ``bootstrap.servers``,
+        ``security.protocol``, ``ssl.ca.location``, ``ssl.certificate.location``,
+        ``ssl.key.location``, ``ssl.key.password``, ``sasl.mechanism`` (or
+        ``sasl.mechanisms``), ``sasl.username``, ``sasl.password``; settings for other
+        clients in the same dictionary are ignored. ValueError for settings that
+        cannot work together."""
+        security = ClientSecurity.from_config(conf)
+        return cls(
+            security.bootstrap,
+            timeout,
+            ssl_context=security.ssl_context,
+            sasl=security.sasl,
+            client_id=conf.get("client.id", "onceflow-wire"),
+        )
 
     def close(self) -> None:
         self.sock.close()
@@ -35,6 +85,62 @@ class WireClient:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+    # -- connecting ---------------------------------------------------------------------
+
+    def _connect(
+        self, bootstrap: str, timeout: float, context: ssl.SSLContext | None
+    ) -> socket.socket:
+        failures = []
+        for host, port in parse_bootstrap(bootstrap):
+            try:
+                sock = socket.create_connection((host, port), timeout=timeout)
+            except OSError as error:
+                failures.append(f"{host}:{port}: {error.strerror or error}")
+                continue
+            if context is not None:
+                try:
+                    sock = context.wrap_socket(sock, server_hostname=host)
+                except (OSError, ssl.SSLError) as error:
+                    sock.close()
+                    failures.append(f"{host}:{port}: TLS handshake failed: {error}")
+                    continue
+            self.address = f"{host}:{port}"
+            return sock
+        raise ConnectionError(f"cannot reach {bootstrap}: " + "; ".join(failures))
+
+    def _authenticate(self, sasl: SaslCredentials) -> None:
+        handshake = self.request(request_class(SASL_HANDSHAKE_KEY, 1), mechanism=sasl.mechanism)
+        if handshake.error_code != ErrorCode.none:
+            raise AuthenticationError(
+                f"{self.address}: SASL mechanism {sasl.mechanism} is not enabled "
+                f"(the broker offers {', '.join(handshake.mechanisms) or 'none'})"
+            )
+        if sasl.mechanism == "PLAIN":
+            self._sasl_step(plain_message(sasl.username, sasl.password))
+            return
+        scram = ScramClientExchange(sasl.mechanism, sasl.username, sasl.password)
+        server_first = self._sasl_step(scram.first())
+        server_final = self._sasl_step(scram.final(server_first))
+        try:
+            scram.verify(server_final)
+        except Exception as error:
+            raise AuthenticationError(
+                f"{self.address}: the broker's SCRAM signature is wrong: {error}"
+            ) from None
+
+    def _sasl_step(self, token: bytes) -> bytes:
+        try:
+            response = self.request(request_class(SASL_AUTHENTICATE_KEY, 2), auth_bytes=token)
+        except ConnectionError:
+            raise AuthenticationError(f"{self.address}: connection closed during SASL") from None
+        if response.error_code != ErrorCode.none:
+            raise AuthenticationError(
+                f"{self.address}: {response.error_message or response.error_code.name}"
+            )
+        return response.auth_bytes
+
+    # -- frames and requests ------------------------------------------------------------
 
     def send_raw(self, data: bytes) -> None:
         self.sock.sendall(data)
@@ -66,7 +172,7 @@ class WireClient:
                 request_api_key=i16(cls.__api_key__),
                 request_api_version=i16(cls.__version__),
                 correlation_id=i32(self.correlation_id),
-                client_id="wire-test",
+                client_id=self.client_id,
             ),
         )
         entity_writer(cls)(buffer, request)
@@ -81,3 +187,21 @@ class WireClient:
             offset += 1  # empty tagged fields of response header v1
         response, _ = entity_reader(response_cls)(frame, offset)
         return response
+
+
+def parse_bootstrap(bootstrap: str) -> list[tuple[str, int]]:
+    """(host, port) of each entry of a bootstrap list: ``a:9092,b:9093``,
+    ``SASL_SSL://a:9093``, ``[::1]:9092``."""
+    addresses = []
+    for entry in bootstrap.split(","):
+        entry = entry.strip()
+        if not entry:
+            continue
+        address = entry.split("://", 1)[-1]
+        host, colon, port = address.rpartition(":")
+        if not colon or not host or not port.isdigit():
+            raise ValueError(f"bootstrap server {entry!r} is not HOST:PORT")
+        addresses.append((host.strip("[]"), int(port)))
+    if not addresses:
+        raise ValueError("no bootstrap server given")
+    return addresses

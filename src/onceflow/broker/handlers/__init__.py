@@ -1,6 +1,7 @@
 """One module per API family; importing this package registers every handler."""
 
 from onceflow.broker.handlers import (  # noqa: F401
+    acls,
     admin_configs,
     admin_topics,
     api_versions,
@@ -17,6 +18,8 @@ from onceflow.broker.handlers import (  # noqa: F401
     produce,
     producer_id,
     replicas,
+    sasl,
+    scram_credentials,
     transaction_admin,
     transactions,
     write_txn_markers,

@@ -18,6 +18,7 @@ from onceflow.broker.config_description import (
 )
 from onceflow.broker.context import RequestContext
 from onceflow.broker.registry import handles
+from onceflow.broker.security import rules
 from onceflow.config import (
     BROKER_CONFIGS,
     TOPIC_CONFIGS,
@@ -45,6 +46,9 @@ async def describe_configs(ctx: RequestContext, request: Any) -> Any:
     for resource in request.resources:
         code, message, described = ErrorCode.none, None, []
         try:
+            rules.config_resource_denial(
+                ctx, rules.DESCRIBE_CONFIGS, resource.resource_type, resource.resource_name
+            )
             keys = resource.configuration_keys
             if resource.resource_type == RESOURCE_TOPIC:
                 topic = ctx.broker.logs.get_topic(resource.resource_name)
@@ -67,12 +71,17 @@ async def describe_configs(ctx: RequestContext, request: Any) -> Any:
                     build(
                         config_cls,
                         name=entry.name,
-                        value=entry.value,
+                        value=None if entry.sensitive else entry.value,
                         read_only=entry.read_only,
                         config_source=entry.source,
-                        is_sensitive=False,
+                        is_sensitive=entry.sensitive,
                         synonyms=tuple(
-                            build(synonym_cls, name=s.name, value=s.value, source=s.source)
+                            build(
+                                synonym_cls,
+                                name=s.name,
+                                value=None if entry.sensitive else s.value,
+                                source=s.source,
+                            )
                             for s in entry.synonyms
                         )
                         if with_synonyms
@@ -103,6 +112,9 @@ def _alter(ctx: RequestContext, request: Any, compute: Any) -> Any:
     for resource in request.resources:
         code, message = ErrorCode.none, None
         try:
+            rules.config_resource_denial(
+                ctx, rules.ALTER_CONFIGS, resource.resource_type, resource.resource_name
+            )
             if resource.resource_type == RESOURCE_BROKER:
                 _alter_broker(ctx, resource, compute, request.validate_only)
             elif resource.resource_type == RESOURCE_TOPIC:

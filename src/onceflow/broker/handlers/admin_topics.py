@@ -8,6 +8,7 @@ from typing import Any
 from onceflow.broker.config_description import describe_topic_configs
 from onceflow.broker.context import RequestContext
 from onceflow.broker.registry import handles
+from onceflow.broker.security import rules
 from onceflow.protocol.codec import build, element, field_names
 from onceflow.protocol.errors import ErrorCode, KafkaError
 
@@ -29,11 +30,13 @@ async def create_topics(ctx: RequestContext, request: Any) -> Any:
     cls = ctx.response_class
     result_cls = element(cls, "topics")
     results = []
+    denied = rules.create_topic_denials(ctx, [wanted.name for wanted in request.topics])
     for wanted in request.topics:
         code, message = ErrorCode.none, None
         partitions, replication = wanted.num_partitions, wanted.replication_factor
         topic = None
         try:
+            rules.check(denied, wanted.name)
             if wanted.assignments:
                 if partitions != -1 or replication != -1:
                     raise KafkaError(
@@ -58,6 +61,10 @@ async def create_topics(ctx: RequestContext, request: Any) -> Any:
             element(result_cls, "configs") if "configs" in field_names(result_cls) else None
         )
         described = ()
+        if topic is not None and not rules.allowed(
+            ctx, rules.DESCRIBE_CONFIGS, rules.TOPIC, topic.name
+        ):
+            config_cls = None  # created, but its configs are not the principal's to see
         if topic is not None and config_cls is not None:
             described = tuple(
                 build(
@@ -105,6 +112,7 @@ async def delete_topics(ctx: RequestContext, request: Any) -> Any:
                 name = matches[0]
             if name is None:
                 raise KafkaError(ErrorCode.invalid_request, "neither topic name nor id given")
+            rules.require(ctx, rules.DELETE, rules.TOPIC, name)
             topic = logs.get_topic(name)
             if topic.internal:
                 raise KafkaError(
@@ -129,6 +137,7 @@ async def create_partitions(ctx: RequestContext, request: Any) -> Any:
     for wanted in request.topics:
         code, message = ErrorCode.none, None
         try:
+            rules.require(ctx, rules.ALTER, rules.TOPIC, wanted.name)
             topic = logs.get_topic(wanted.name)
             _check_assignments(wanted.assignments, ctx.broker.node_id)
             if wanted.count <= len(topic.partitions):

@@ -6,8 +6,9 @@ import datetime
 from typing import Any
 
 from onceflow.broker.context import RequestContext
-from onceflow.broker.operations import CLUSTER_OPERATIONS, NOT_ASKED
+from onceflow.broker.operations import CLUSTER_OPERATIONS
 from onceflow.broker.registry import handles
+from onceflow.broker.security import rules
 from onceflow.protocol.codec import build, element
 from onceflow.protocol.errors import ErrorCode
 
@@ -29,12 +30,16 @@ async def describe_cluster(ctx: RequestContext, request: Any) -> Any:
             build(
                 broker_cls,
                 broker_id=broker.node_id,
-                host=broker.advertised_host,
-                port=broker.port,
+                host=ctx.advertised_host,
+                port=ctx.advertised_port,
                 rack=None,
             ),
         ),
-        cluster_authorized_operations=CLUSTER_OPERATIONS
-        if request.include_cluster_authorized_operations
-        else NOT_ASKED,
+        cluster_authorized_operations=rules.authorized_operations(
+            ctx,
+            rules.CLUSTER,
+            rules.CLUSTER_NAME,
+            getattr(request, "include_cluster_authorized_operations", False),
+            CLUSTER_OPERATIONS,
+        ),
     )

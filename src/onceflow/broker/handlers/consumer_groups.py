@@ -10,6 +10,7 @@ from onceflow.broker.context import RequestContext
 from onceflow.broker.handlers.groups import GROUP_AUTHORIZED_OPERATIONS, client_host, coordinator
 from onceflow.broker.operations import NOT_ASKED
 from onceflow.broker.registry import handles
+from onceflow.broker.security import rules
 from onceflow.coordinator.consumer_group import HeartbeatRequest
 from onceflow.protocol.codec import build, element, field_names
 from onceflow.protocol.errors import ErrorCode, KafkaError
@@ -25,6 +26,11 @@ def _milliseconds(value: Any) -> int:
 
 @handles(68, 0, 1)
 async def consumer_group_heartbeat(ctx: RequestContext, request: Any) -> Any:
+    rules.require(ctx, rules.READ, rules.GROUP, request.group_id)
+    if request.subscribed_topic_names and rules.denied_topics(
+        ctx, rules.DESCRIBE, request.subscribed_topic_names
+    ):
+        raise KafkaError(ErrorCode.topic_authorization_failed)
     cls = ctx.response_class
     protocol = coordinator(ctx).consumer_protocol
     owned = None
@@ -107,6 +113,7 @@ async def consumer_group_describe(ctx: RequestContext, request: Any) -> Any:
     groups = []
     for group_id in request.group_ids:
         try:
+            rules.require(ctx, rules.DESCRIBE, rules.GROUP, group_id)
             group = protocol.describe(group_id)
         except KafkaError as error:
             groups.append(

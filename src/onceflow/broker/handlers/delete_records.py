@@ -7,6 +7,7 @@ from typing import Any
 
 from onceflow.broker.context import RequestContext
 from onceflow.broker.registry import handles
+from onceflow.broker.security import rules
 from onceflow.protocol.codec import build, element
 from onceflow.protocol.errors import ErrorCode, KafkaError
 
@@ -17,11 +18,13 @@ async def delete_records(ctx: RequestContext, request: Any) -> Any:
     topic_cls = element(cls, "topics")
     partition_cls = element(topic_cls, "partitions")
     topics = []
+    denied = rules.denied_topics(ctx, rules.DELETE, (topic.name for topic in request.topics))
     for topic in request.topics:
         partitions = []
         for wanted in topic.partitions:
             code, low_watermark = ErrorCode.none, -1
             try:
+                rules.check(denied, topic.name)
                 partition = ctx.broker.logs.partition(topic.name, wanted.partition_index)
                 low_watermark = partition.delete_records_before(wanted.offset)
             except KafkaError as error:

@@ -16,6 +16,7 @@ from typing import Any
 
 from onceflow.broker.context import RequestContext
 from onceflow.broker.registry import handles
+from onceflow.broker.security import rules
 from onceflow.log.partition_log import PartitionLog
 from onceflow.protocol.codec import build, element
 from onceflow.protocol.errors import ErrorCode, KafkaError
@@ -50,9 +51,10 @@ def _read_all(ctx: RequestContext, request: Any) -> tuple[Any, int, list[Partiti
     total = 0
     watched: list[PartitionLog] = []
     topics = []
-    for topic in request.topics:
+    names = [_topic_name(logs, topic) for topic in request.topics]
+    denied = rules.fetch_denials(ctx, request, [name for name, error in names if error is None])
+    for topic, (name, id_error) in zip(request.topics, names, strict=True):
         partitions = []
-        name, id_error = _topic_name(logs, topic)
         for wanted in topic.partitions:
             code = ErrorCode.none
             records: bytes | None = None
@@ -61,6 +63,7 @@ def _read_all(ctx: RequestContext, request: Any) -> tuple[Any, int, list[Partiti
             try:
                 if id_error is not None:
                     raise id_error
+                rules.check(denied, name)
                 partition = logs.partition(name, wanted.partition)
                 high_watermark = partition.high_watermark
                 stable = partition.last_stable_offset

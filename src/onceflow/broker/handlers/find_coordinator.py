@@ -7,6 +7,7 @@ from typing import Any
 
 from onceflow.broker.context import RequestContext
 from onceflow.broker.registry import handles
+from onceflow.broker.security import rules
 from onceflow.protocol.codec import build, element
 from onceflow.protocol.errors import ErrorCode
 
@@ -21,14 +22,14 @@ async def find_coordinator(ctx: RequestContext, request: Any) -> Any:
     code = ErrorCode.none if key_type in KEY_TYPES else ErrorCode.invalid_request
     message = None if code == ErrorCode.none else f"unknown coordinator key type {key_type}"
     node = broker.node_id if code == ErrorCode.none else -1
-    host = broker.advertised_host if code == ErrorCode.none else ""
-    port = broker.port if code == ErrorCode.none else -1
+    host = ctx.advertised_host if code == ErrorCode.none else ""
+    port = ctx.advertised_port if code == ErrorCode.none else -1
     if ctx.version >= 4:  # batched form: one answer per key
         entry = element(cls, "coordinators")
-        return build(
-            cls,
-            throttle_time=datetime.timedelta(0),
-            coordinators=tuple(
+        answers = []
+        for key in request.coordinator_keys:
+            denied = code == ErrorCode.none and rules.coordinator_key_denial(ctx, key_type, key)
+            answers.append(
                 entry(
                     key=key,
                     node_id=node,
@@ -37,9 +38,15 @@ async def find_coordinator(ctx: RequestContext, request: Any) -> Any:
                     error_code=code,
                     error_message=message,
                 )
-                for key in request.coordinator_keys
-            ),
-        )
+                if not denied
+                else entry(
+                    key=key, node_id=-1, host="", port=-1, error_code=denied, error_message=None
+                )
+            )
+        return build(cls, throttle_time=datetime.timedelta(0), coordinators=tuple(answers))
+    denied = code == ErrorCode.none and rules.coordinator_key_denial(ctx, key_type, request.key)
+    if denied:
+        code, message, node, host, port = denied, None, -1, "", -1
     return build(
         cls,
         throttle_time=datetime.timedelta(0),

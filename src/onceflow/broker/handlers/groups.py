@@ -8,6 +8,7 @@ from typing import Any
 
 from onceflow.broker.context import RequestContext
 from onceflow.broker.registry import handles
+from onceflow.broker.security import rules
 from onceflow.coordinator.group import GroupCoordinator, group_state, group_type
 from onceflow.coordinator.group_metadata import GroupState
 from onceflow.protocol.codec import build, element
@@ -39,6 +40,7 @@ def client_host(ctx: RequestContext) -> str:
 
 @handles(11, 0, 9)
 async def join_group(ctx: RequestContext, request: Any) -> Any:
+    rules.require(ctx, rules.READ, rules.GROUP, request.group_id)
     cls = ctx.response_class
     session_timeout = milliseconds(request.session_timeout)
     rebalance_timeout = milliseconds(getattr(request, "rebalance_timeout", request.session_timeout))
@@ -78,6 +80,7 @@ async def join_group(ctx: RequestContext, request: Any) -> Any:
 
 @handles(14, 0, 5)
 async def sync_group(ctx: RequestContext, request: Any) -> Any:
+    rules.require(ctx, rules.READ, rules.GROUP, request.group_id)
     result = await coordinator(ctx).sync_group(
         request.group_id,
         request.generation_id,
@@ -99,6 +102,7 @@ async def sync_group(ctx: RequestContext, request: Any) -> Any:
 
 @handles(12, 0, 4)
 async def heartbeat(ctx: RequestContext, request: Any) -> Any:
+    rules.require(ctx, rules.READ, rules.GROUP, request.group_id)
     code = coordinator(ctx).heartbeat(
         request.group_id,
         request.member_id,
@@ -110,6 +114,7 @@ async def heartbeat(ctx: RequestContext, request: Any) -> Any:
 
 @handles(13, 0, 5)
 async def leave_group(ctx: RequestContext, request: Any) -> Any:
+    rules.require(ctx, rules.READ, rules.GROUP, request.group_id)
     cls = ctx.response_class
     if ctx.version < 3:
         leaving = [(request.member_id, None)]
@@ -141,6 +146,7 @@ async def list_groups(ctx: RequestContext, request: Any) -> Any:
         list(getattr(request, "types_filter", ()) or ()),
     )
     group_cls = element(cls, "groups")
+    visible = rules.visible_groups(ctx, (group.group_id for group in groups))
     return build(
         cls,
         throttle_time=NO_THROTTLE,
@@ -154,6 +160,7 @@ async def list_groups(ctx: RequestContext, request: Any) -> Any:
                 group_type=group_type(group),
             )
             for group in groups
+            if group.group_id in visible
         ),
     )
 
@@ -164,15 +171,15 @@ async def describe_groups(ctx: RequestContext, request: Any) -> Any:
     group_cls = element(cls, "groups")
     member_cls = element(group_cls, "members")
     groups = coordinator(ctx)
-    operations = (
-        GROUP_AUTHORIZED_OPERATIONS
-        if getattr(request, "include_authorized_operations", False)
-        else NO_AUTHORIZED_OPERATIONS
-    )
+    wanted = getattr(request, "include_authorized_operations", False)
     described = []
     for group_id in request.groups:
+        operations = rules.authorized_operations(
+            ctx, rules.GROUP, group_id, wanted, GROUP_AUTHORIZED_OPERATIONS
+        )
+        allowed = rules.allowed(ctx, rules.DESCRIBE, rules.GROUP, group_id)
         try:
-            group = groups.describe_group(group_id)
+            group = groups.describe_group(group_id) if allowed else None
         except KafkaError as error:
             described.append(
                 build(
@@ -192,9 +199,9 @@ async def describe_groups(ctx: RequestContext, request: Any) -> Any:
             described.append(
                 build(
                     group_cls,
-                    error_code=ErrorCode.none,
+                    error_code=ErrorCode.none if allowed else ErrorCode.group_authorization_failed,
                     group_id=group_id,
-                    group_state=GroupState.DEAD.value,
+                    group_state=GroupState.DEAD.value if allowed else "",
                     protocol_type="",
                     protocol_data="",
                     members=(),
@@ -233,7 +240,10 @@ async def describe_groups(ctx: RequestContext, request: Any) -> Any:
 async def delete_groups(ctx: RequestContext, request: Any) -> Any:
     cls = ctx.response_class
     result_cls = element(cls, "results")
-    results = await coordinator(ctx).delete_groups(list(request.groups_names))
+    allowed = [g for g in request.groups_names if rules.allowed(ctx, rules.DELETE, rules.GROUP, g)]
+    results = await coordinator(ctx).delete_groups(allowed) if allowed else {}
+    for group_id in request.groups_names:
+        results.setdefault(group_id, ErrorCode.group_authorization_failed)
     return build(
         cls,
         throttle_time=NO_THROTTLE,

@@ -11,6 +11,7 @@ from typing import Any
 
 from onceflow.broker.context import RequestContext
 from onceflow.broker.registry import handles
+from onceflow.broker.security import rules
 from onceflow.protocol.codec import build, element
 from onceflow.protocol.errors import ErrorCode, KafkaError
 
@@ -33,11 +34,13 @@ async def list_offsets(ctx: RequestContext, request: Any) -> Any:
     partition_cls = element(topic_cls, "partitions")
     read_committed = getattr(request, "isolation_level", 0) == READ_COMMITTED
     topics = []
+    denied = rules.denied_topics(ctx, rules.DESCRIBE, (topic.name for topic in request.topics))
     for topic in request.topics:
         partitions = []
         for wanted in topic.partitions:
             code, offset, timestamp = ErrorCode.none, -1, -1
             try:
+                rules.check(denied, topic.name)
                 partition = logs.partition(topic.name, wanted.partition_index)
                 visible = (
                     partition.last_stable_offset if read_committed else partition.high_watermark

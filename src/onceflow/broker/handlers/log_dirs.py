@@ -14,6 +14,7 @@ from typing import Any
 
 from onceflow.broker.context import RequestContext
 from onceflow.broker.registry import handles
+from onceflow.broker.security import rules
 from onceflow.log.manager import Topic
 from onceflow.protocol.codec import build, element
 from onceflow.protocol.errors import ErrorCode
@@ -23,6 +24,7 @@ NO_THROTTLE = datetime.timedelta(0)
 
 @handles(35, 1, 4)
 async def describe_log_dirs(ctx: RequestContext, request: Any) -> Any:
+    rules.require(ctx, rules.DESCRIBE, rules.CLUSTER)
     cls = ctx.response_class
     result_cls = element(cls, "results")
     topic_cls = element(result_cls, "topics")
@@ -69,6 +71,7 @@ def _log_dir(ctx: RequestContext) -> Path:
 
 @handles(34, 1, 2)
 async def alter_replica_log_dirs(ctx: RequestContext, request: Any) -> Any:
+    rules.require(ctx, rules.ALTER, rules.CLUSTER)
     cls = ctx.response_class
     topic_cls = element(cls, "results")
     partition_cls = element(topic_cls, "partitions")

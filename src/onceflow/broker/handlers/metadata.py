@@ -9,6 +9,7 @@ from typing import Any
 from onceflow.broker.context import RequestContext
 from onceflow.broker.operations import CLUSTER_OPERATIONS, NOT_ASKED, TOPIC_OPERATIONS
 from onceflow.broker.registry import handles
+from onceflow.broker.security import rules
 from onceflow.log.manager import Topic
 from onceflow.protocol.codec import build, element
 from onceflow.protocol.errors import ErrorCode, KafkaError
@@ -32,11 +33,6 @@ async def metadata(ctx: RequestContext, request: Any) -> Any:
     topic_cls = element(cls, "topics")
     partition_cls = element(topic_cls, "partitions")
     allow_create = getattr(request, "allow_auto_topic_creation", True)
-    topic_operations = (
-        TOPIC_OPERATIONS
-        if getattr(request, "include_topic_authorized_operations", False)
-        else NOT_ASKED
-    )
 
     def describe(name: str, topic: Topic | None, code: ErrorCode) -> Any:
         partitions = ()
@@ -61,23 +57,39 @@ async def metadata(ctx: RequestContext, request: Any) -> Any:
             topic_id=topic.topic_id if topic else None,
             is_internal=topic.internal if topic else False,
             partitions=partitions,
-            topic_authorized_operations=topic_operations if topic else NOT_ASKED,
+            topic_authorized_operations=rules.authorized_operations(
+                ctx,
+                rules.TOPIC,
+                name,
+                getattr(request, "include_topic_authorized_operations", False),
+                TOPIC_OPERATIONS,
+            )
+            if topic is not None
+            else NOT_ASKED,
         )
 
     topics = []
     if request.topics is None:
-        topics = [describe(t.name, t, ErrorCode.none) for t in broker.logs.topics.values()]
+        hidden = rules.hidden_topics(ctx, broker.logs.topics)
+        topics = [
+            describe(t.name, t, ErrorCode.none)
+            for t in broker.logs.topics.values()
+            if t.name not in hidden
+        ]
     else:
+        denied = rules.metadata_denials(ctx, request.topics, allow_create)
         for wanted in request.topics:
             name = wanted.name
             if name is None:  # v10+: asked for by topic id
                 try:
                     topic = broker.logs.topic_by_id(getattr(wanted, "topic_id", None))
+                    rules.require(ctx, rules.DESCRIBE, rules.TOPIC, topic.name)
                     topics.append(describe(topic.name, topic, ErrorCode.none))
                 except KafkaError as error:
                     topics.append(_unknown_id(topic_cls, wanted.topic_id, error.code))
                 continue
             try:
+                rules.check(denied, name)
                 topic = broker.logs.topics.get(name)
                 if topic is None:
                     if not allow_create:
@@ -94,17 +106,21 @@ async def metadata(ctx: RequestContext, request: Any) -> Any:
             build(
                 broker_cls,
                 node_id=broker.node_id,
-                host=broker.advertised_host,
-                port=broker.port,
+                host=ctx.advertised_host,
+                port=ctx.advertised_port,
                 rack=None,
             ),
         ),
         cluster_id=broker.cluster_id,
         controller_id=broker.node_id,
         topics=tuple(topics),
-        cluster_authorized_operations=CLUSTER_OPERATIONS
-        if getattr(request, "include_cluster_authorized_operations", False)
-        else NOT_ASKED,
+        cluster_authorized_operations=rules.authorized_operations(
+            ctx,
+            rules.CLUSTER,
+            rules.CLUSTER_NAME,
+            getattr(request, "include_cluster_authorized_operations", False),
+            CLUSTER_OPERATIONS,
+        ),
     )
 
 

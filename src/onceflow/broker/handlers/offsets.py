@@ -8,6 +8,7 @@ from typing import Any
 from onceflow.broker.context import RequestContext
 from onceflow.broker.handlers.groups import coordinator
 from onceflow.broker.registry import handles
+from onceflow.broker.security import rules
 from onceflow.protocol.codec import build, element
 from onceflow.protocol.errors import ErrorCode
 
@@ -35,14 +36,21 @@ async def offset_commit(ctx: RequestContext, request: Any) -> Any:
         for topic in request.topics
         for partition in topic.partitions
     }
-    results = await coordinator(ctx).commit_offsets(
-        request.group_id,
-        request.member_id,
-        getattr(request, "group_instance_id", None),
-        request.generation_id_or_member_epoch,
-        offsets,
-        ctx.version,
+    denied = rules.group_then_topics(
+        ctx, request.group_id, rules.READ, rules.READ, [t.name for t in request.topics]
     )
+    refused = {key: denied[key[0]] for key in offsets if key[0] in denied}
+    offsets = {key: value for key, value in offsets.items() if key not in refused}
+    results = refused
+    if offsets:
+        results = refused | await coordinator(ctx).commit_offsets(
+            request.group_id,
+            request.member_id,
+            getattr(request, "group_instance_id", None),
+            request.generation_id_or_member_epoch,
+            offsets,
+            ctx.version,
+        )
     return build(
         cls,
         throttle_time=NO_THROTTLE,
@@ -70,7 +78,9 @@ def _fetch_topics(
             for topic in topics
             for partition in getattr(topic, "partition_indexes", ())
         ]
-    answers = coordinator(ctx).fetch_offsets(group_id, wanted, require_stable)
+    answers = rules.offsets_to_show(
+        ctx, coordinator(ctx).fetch_offsets(group_id, wanted, require_stable), topics is None
+    )
     by_topic: dict[str, list[Any]] = {}
     for (topic, partition), offset, epoch, metadata, code in answers:
         by_topic.setdefault(topic, []).append(
@@ -104,10 +114,17 @@ async def offset_fetch(ctx: RequestContext, request: Any) -> Any:
                     ),
                     error_code=ErrorCode.none,
                 )
+                if rules.allowed(ctx, rules.DESCRIBE, rules.GROUP, group.group_id)
+                else group_cls(
+                    group_id=group.group_id,
+                    topics=(),
+                    error_code=ErrorCode.group_authorization_failed,
+                )
                 for group in request.groups
             ),
         )
     topic_cls = element(cls, "topics")
+    rules.require(ctx, rules.DESCRIBE, rules.GROUP, request.group_id)
     return build(
         cls,
         throttle_time=NO_THROTTLE,
@@ -124,11 +141,15 @@ async def offset_delete(ctx: RequestContext, request: Any) -> Any:
     logs = ctx.broker.logs
     results: dict[tuple[str, int], ErrorCode] = {}
     known = []
+    rules.require(ctx, rules.DELETE, rules.GROUP, request.group_id)
+    denied = rules.denied_topics(ctx, rules.READ, (topic.name for topic in request.topics))
     for topic in request.topics:
         for partition in topic.partitions:
             key = (topic.name, partition.partition_index)
             log_topic = logs.topics.get(topic.name)
-            if log_topic is None or not 0 <= partition.partition_index < len(log_topic.partitions):
+            if topic.name in denied:
+                results[key] = denied[topic.name]
+            elif log_topic is None or not 0 <= key[1] < len(log_topic.partitions):
                 results[key] = ErrorCode.unknown_topic_or_partition
             else:
                 known.append(key)

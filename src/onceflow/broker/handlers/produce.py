@@ -12,6 +12,7 @@ from typing import Any
 
 from onceflow.broker.context import NO_RESPONSE, Deferred, RequestContext
 from onceflow.broker.registry import handles
+from onceflow.broker.security import rules
 from onceflow.log.batch import validate_produce_records
 from onceflow.log.record_index import record_entries
 from onceflow.protocol.codec import build, element, field_names
@@ -34,6 +35,7 @@ async def produce(ctx: RequestContext, request: Any) -> Any:
     acks = request.acks
     waits: list[Wait] = []
     topics = []
+    denied = rules.produce_denials(ctx, request.transactional_id, request.topic_data)
     for topic_data in request.topic_data:
         partitions = []
         for data in topic_data.partition_data:
@@ -43,6 +45,7 @@ async def produce(ctx: RequestContext, request: Any) -> Any:
             try:
                 if acks not in (0, 1, -1):
                     raise KafkaError(ErrorCode.invalid_required_acks, f"acks={acks} is invalid")
+                rules.check(denied, topic_data.name)
                 partition = broker.logs.partition(topic_data.name, data.index)
                 if not data.records:
                     raise KafkaError(ErrorCode.corrupt_message, "empty record set")

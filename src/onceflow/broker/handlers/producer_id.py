@@ -8,6 +8,7 @@ from typing import Any
 
 from onceflow.broker.context import RequestContext
 from onceflow.broker.registry import handles
+from onceflow.broker.security import rules
 from onceflow.protocol.codec import build
 from onceflow.protocol.errors import ErrorCode, KafkaError
 
@@ -15,6 +16,7 @@ from onceflow.protocol.errors import ErrorCode, KafkaError
 @handles(22, 0, 4)
 async def init_producer_id(ctx: RequestContext, request: Any) -> Any:
     broker = ctx.broker
+    rules.require_init_producer_id(ctx, request.transactional_id)
     if request.transactional_id is None:
         assert broker.producer_ids is not None
         producer_id, epoch = broker.producer_ids.next_id(), 0

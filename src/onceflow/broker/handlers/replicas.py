@@ -13,6 +13,7 @@ from typing import Any
 
 from onceflow.broker.context import RequestContext
 from onceflow.broker.registry import handles
+from onceflow.broker.security import rules
 from onceflow.protocol.codec import build, element
 from onceflow.protocol.errors import ErrorCode, KafkaError
 
@@ -21,6 +22,7 @@ NO_THROTTLE = datetime.timedelta(0)
 
 @handles(43, 0, 2)
 async def elect_leaders(ctx: RequestContext, request: Any) -> Any:
+    rules.require(ctx, rules.ALTER, rules.CLUSTER)
     cls = ctx.response_class
     topic_cls = element(cls, "replica_election_results")
     partition_cls = element(topic_cls, "partition_result")
@@ -51,6 +53,7 @@ async def elect_leaders(ctx: RequestContext, request: Any) -> Any:
 
 @handles(45, 0, 0)
 async def alter_partition_reassignments(ctx: RequestContext, request: Any) -> Any:
+    rules.require(ctx, rules.ALTER, rules.CLUSTER)
     cls = ctx.response_class
     topic_cls = element(cls, "responses")
     partition_cls = element(topic_cls, "partitions")
@@ -109,6 +112,7 @@ def _check_target(replicas: Any, node_id: int) -> None:
 
 @handles(46, 0, 0)
 async def list_partition_reassignments(ctx: RequestContext, request: Any) -> Any:
+    rules.require(ctx, rules.DESCRIBE, rules.CLUSTER)
     return build(
         ctx.response_class,
         throttle_time=NO_THROTTLE,

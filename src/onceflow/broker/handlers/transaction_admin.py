@@ -9,6 +9,7 @@ from typing import Any
 from onceflow.broker.context import RequestContext
 from onceflow.broker.handlers.transactions import coordinator
 from onceflow.broker.registry import handles
+from onceflow.broker.security import rules
 from onceflow.protocol.codec import build, element
 from onceflow.protocol.errors import ErrorCode, KafkaError
 
@@ -43,6 +44,10 @@ async def list_transactions(ctx: RequestContext, request: Any) -> Any:
     for metadata in coordinator(ctx).listing():
         if states and metadata.state.value not in states:
             continue
+        if not rules.allowed(
+            ctx, rules.DESCRIBE, rules.TRANSACTIONAL_ID, metadata.transactional_id, False
+        ):
+            continue
         if producers and metadata.producer_id not in producers:
             continue
         if min_duration >= 0 and (metadata.start_ms < 0 or now - metadata.start_ms < min_duration):
@@ -70,12 +75,15 @@ async def describe_transactions(ctx: RequestContext, request: Any) -> Any:
     topic_cls = element(state_cls, "topics")
     described = []
     for transactional_id in request.transactional_ids:
-        metadata = coordinator(ctx).describe(transactional_id)
+        allowed = rules.allowed(ctx, rules.DESCRIBE, rules.TRANSACTIONAL_ID, transactional_id)
+        metadata = coordinator(ctx).describe(transactional_id) if allowed else None
         if metadata is None:
             described.append(
                 build(
                     state_cls,
-                    error_code=ErrorCode.transactional_id_not_found,
+                    error_code=ErrorCode.transactional_id_not_found
+                    if allowed
+                    else ErrorCode.transactional_id_authorization_failed,
                     transactional_id=transactional_id,
                     transaction_state="",
                     transaction_timeout=datetime.timedelta(0),
@@ -87,8 +95,10 @@ async def describe_transactions(ctx: RequestContext, request: Any) -> Any:
             )
             continue
         by_topic: dict[str, list[int]] = {}
+        hidden = rules.hidden_topics(ctx, {topic for topic, _ in metadata.partitions})
         for topic, partition in sorted(metadata.partitions):
-            by_topic.setdefault(topic, []).append(partition)
+            if topic not in hidden:
+                by_topic.setdefault(topic, []).append(partition)
         described.append(
             build(
                 state_cls,
@@ -115,11 +125,13 @@ async def describe_producers(ctx: RequestContext, request: Any) -> Any:
     partition_cls = element(topic_cls, "partitions")
     producer_cls = element(partition_cls, "active_producers")
     topics = []
+    denied = rules.denied_topics(ctx, rules.READ, (topic.name for topic in request.topics))
     for topic in request.topics:
         partitions = []
         for number in topic.partition_indexes:
             code, message, active = ErrorCode.none, None, ()
             try:
+                rules.check(denied, topic.name)
                 state = ctx.broker.logs.partition(topic.name, number).producers
                 active = tuple(
                     producer_cls(

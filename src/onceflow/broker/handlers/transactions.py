@@ -9,11 +9,16 @@ from typing import Any
 
 from onceflow.broker.context import RequestContext
 from onceflow.broker.registry import handles
+from onceflow.broker.security import rules
 from onceflow.coordinator.transaction import TransactionCoordinator
 from onceflow.protocol.codec import build, element
 from onceflow.protocol.errors import ErrorCode, KafkaError
 
 NO_THROTTLE = datetime.timedelta(0)
+
+
+class _Refused(Exception):
+    """Every partition of a TxnOffsetCommit was refused by authorization."""
 
 
 def coordinator(ctx: RequestContext) -> TransactionCoordinator:
@@ -40,8 +45,10 @@ async def add_partitions_to_txn(ctx: RequestContext, request: Any) -> Any:
         for topic in request.v3_and_below_topics
         for partition in topic.partitions
     ]
+    transactional_id = request.v3_and_below_transactional_id
     try:
-        results = await coordinator(ctx).add_partitions(
+        results = rules.add_partitions_denials(ctx, transactional_id, wanted)
+        results = results or await coordinator(ctx).add_partitions(
             request.v3_and_below_transactional_id,
             request.v3_and_below_producer_id,
             request.v3_and_below_producer_epoch,
@@ -66,6 +73,8 @@ async def add_partitions_to_txn(ctx: RequestContext, request: Any) -> Any:
 
 @handles(25, 0, 3)
 async def add_offsets_to_txn(ctx: RequestContext, request: Any) -> Any:
+    rules.require(ctx, rules.WRITE, rules.TRANSACTIONAL_ID, request.transactional_id)
+    rules.require(ctx, rules.READ, rules.GROUP, request.group_id)
     try:
         code = await coordinator(ctx).add_offsets(
             request.transactional_id,
@@ -83,6 +92,7 @@ TRANSACTIONS_V2 = 5  # the first EndTxn and TxnOffsetCommit versions of KIP-890 
 
 @handles(26, 0, 5)
 async def end_txn(ctx: RequestContext, request: Any) -> Any:
+    rules.require(ctx, rules.WRITE, rules.TRANSACTIONAL_ID, request.transactional_id)
     code = ErrorCode.none
     producer_id, epoch = -1, -1
     try:
@@ -118,7 +128,19 @@ async def txn_offset_commit(ctx: RequestContext, request: Any) -> Any:
         for topic in request.topics
         for partition in topic.partitions
     }
+    denied = rules.group_then_topics(
+        ctx,
+        request.group_id,
+        rules.READ,
+        rules.READ,
+        [topic.name for topic in request.topics],
+        request.transactional_id,
+    )
+    refused = {key: denied[key[0]] for key in offsets if key[0] in denied}
+    offsets = {key: value for key, value in offsets.items() if key not in refused}
     try:
+        if not offsets:
+            raise _Refused
         if ctx.version >= TRANSACTIONS_V2:
             code = await coordinator(ctx).add_offsets(
                 request.transactional_id,
@@ -149,6 +171,9 @@ async def txn_offset_commit(ctx: RequestContext, request: Any) -> Any:
         )
     except KafkaError as error:
         results = dict.fromkeys(offsets, for_version(ctx, error.code, fenced_since=3))
+    except _Refused:
+        results = {}
+    results = refused | results
     by_topic: dict[str, list[Any]] = {}
     for (topic, partition), code in results.items():
         by_topic.setdefault(topic, []).append(

@@ -19,6 +19,7 @@ from typing import Any
 
 from onceflow.broker.context import Deferred, RequestContext
 from onceflow.broker.registry import handles
+from onceflow.broker.security import rules
 from onceflow.coordinator.transaction import CONSUMER_OFFSETS_TOPIC
 from onceflow.log.batch import CONTROL_ABORT, CONTROL_COMMIT
 from onceflow.protocol.codec import build, element
@@ -53,6 +54,7 @@ async def write_txn_markers(ctx: RequestContext, request: Any) -> Any:
 def _append(ctx: RequestContext, marker: Any, topic: str, partition: int) -> MarkerWrite:
     write = MarkerWrite(marker.producer_id, marker.transaction_result, topic, partition)
     try:
+        rules.require_cluster_action_or_alter(ctx)
         log = ctx.broker.logs.partition(topic, partition)
         log.append_marker(
             marker.producer_id,

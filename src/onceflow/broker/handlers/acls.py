@@ -1,0 +1,191 @@
+"""CreateAcls, DescribeAcls, DeleteAcls: the ACL store behind the authorizer.
+
+CreateAcls and DeleteAcls need ALTER on the cluster, DescribeAcls DESCRIBE; without an
+authorizer (``authorizer.class.name`` empty) all three answer SECURITY_DISABLED.
+"""
+
+from __future__ import annotations
+
+import datetime
+from itertools import groupby
+from typing import Any
+
+from onceflow.broker.context import RequestContext
+from onceflow.broker.registry import handles
+from onceflow.broker.security import rules
+from onceflow.broker.security.acl_model import (
+    AclBinding,
+    AclFilter,
+    InvalidAcl,
+    Operation,
+    PatternType,
+    Permission,
+    ResourceType,
+)
+from onceflow.protocol.codec import build, element
+from onceflow.protocol.errors import ErrorCode, KafkaError
+
+NO_THROTTLE = datetime.timedelta(0)
+DISABLED = "No Authorizer is configured (authorizer.class.name)."
+
+
+def _acl_store(ctx: RequestContext, operation: Operation) -> Any:
+    authorizer = ctx.broker.authorizer
+    if authorizer is None:
+        raise KafkaError(ErrorCode.security_disabled, DISABLED)
+    rules.require(ctx, operation, rules.CLUSTER)
+    return authorizer.acls
+
+
+def _enum(kind: type, value: int) -> Any:
+    try:
+        return kind(value)
+    except ValueError:
+        return kind(0)  # UNKNOWN
+
+
+def _filter(entry: Any) -> AclFilter:
+    return AclFilter(
+        resource_type=_enum(ResourceType, entry.resource_type_filter),
+        resource_name=entry.resource_name_filter,
+        pattern_type=_enum(PatternType, entry.pattern_type_filter),
+        principal=entry.principal_filter,
+        host=entry.host_filter,
+        operation=_enum(Operation, entry.operation),
+        permission=_enum(Permission, entry.permission_type),
+    )
+
+
+@handles(30, 1, 3)
+async def create_acls(ctx: RequestContext, request: Any) -> Any:
+    cls = ctx.response_class
+    result_cls = element(cls, "results")
+    try:
+        store = _acl_store(ctx, Operation.ALTER)
+    except KafkaError as error:
+        failed = result_cls(error_code=error.code, error_message=error.message)
+        return build(cls, throttle_time=NO_THROTTLE, results=(failed,) * len(request.creations))
+    results, valid = [], []
+    for creation in request.creations:
+        binding = AclBinding(
+            resource_type=_enum(ResourceType, creation.resource_type),
+            resource_name=creation.resource_name,
+            pattern_type=_enum(PatternType, creation.resource_pattern_type),
+            principal=creation.principal,
+            host=creation.host,
+            operation=_enum(Operation, creation.operation),
+            permission=_enum(Permission, creation.permission_type),
+        )
+        try:
+            binding.validate()
+        except InvalidAcl as error:
+            results.append(
+                result_cls(error_code=ErrorCode.invalid_request, error_message=str(error))
+            )
+            continue
+        valid.append(binding)
+        results.append(result_cls(error_code=ErrorCode.none, error_message=None))
+    store.add(valid)
+    return build(cls, throttle_time=NO_THROTTLE, results=tuple(results))
+
+
+def _resource_key(acl: AclBinding) -> tuple[int, str, int]:
+    return (acl.resource_type, acl.resource_name, acl.pattern_type)
+
+
+@handles(29, 1, 3)
+async def describe_acls(ctx: RequestContext, request: Any) -> Any:
+    cls = ctx.response_class
+    resource_cls = element(cls, "resources")
+    description_cls = element(resource_cls, "acls")
+    try:
+        store = _acl_store(ctx, Operation.DESCRIBE)
+        wanted = _filter(request)
+        wanted.validate()
+    except (KafkaError, InvalidAcl) as error:
+        code = error.code if isinstance(error, KafkaError) else ErrorCode.invalid_request
+        message = error.message if isinstance(error, KafkaError) else str(error)
+        return build(
+            cls, throttle_time=NO_THROTTLE, error_code=code, error_message=message, resources=()
+        )
+    matching = sorted((acl for acl in store.all() if wanted.matches(acl)), key=_resource_key)
+    resources = tuple(
+        resource_cls(
+            resource_type=resource_type,
+            resource_name=name,
+            pattern_type=pattern_type,
+            acls=tuple(
+                description_cls(
+                    principal=acl.principal,
+                    host=acl.host,
+                    operation=acl.operation,
+                    permission_type=acl.permission,
+                )
+                for acl in acls
+            ),
+        )
+        for (resource_type, name, pattern_type), acls in groupby(matching, key=_resource_key)
+    )
+    return build(
+        cls,
+        throttle_time=NO_THROTTLE,
+        error_code=ErrorCode.none,
+        error_message=None,
+        resources=resources,
+    )
+
+
+@handles(31, 1, 3)
+async def delete_acls(ctx: RequestContext, request: Any) -> Any:
+    cls = ctx.response_class
+    result_cls = element(cls, "filter_results")
+    matching_cls = element(result_cls, "matching_acls")
+    try:
+        store = _acl_store(ctx, Operation.ALTER)
+    except KafkaError as error:
+        failed = result_cls(error_code=error.code, error_message=error.message, matching_acls=())
+        return build(
+            cls, throttle_time=NO_THROTTLE, filter_results=(failed,) * len(request.filters)
+        )
+    filters: list[AclFilter | None] = []
+    for entry in request.filters:
+        acl_filter = _filter(entry)
+        try:
+            acl_filter.validate()
+            filters.append(acl_filter)
+        except InvalidAcl:
+            filters.append(None)
+    deleted = iter(store.remove([f for f in filters if f is not None]))
+    results = []
+    for acl_filter in filters:
+        if acl_filter is None:
+            results.append(
+                result_cls(
+                    error_code=ErrorCode.invalid_request,
+                    error_message="the filter has an unknown resource, pattern, operation or "
+                    "permission type",
+                    matching_acls=(),
+                )
+            )
+            continue
+        results.append(
+            result_cls(
+                error_code=ErrorCode.none,
+                error_message=None,
+                matching_acls=tuple(
+                    matching_cls(
+                        error_code=ErrorCode.none,
+                        error_message=None,
+                        resource_type=acl.resource_type,
+                        resource_name=acl.resource_name,
+                        pattern_type=acl.pattern_type,
+                        principal=acl.principal,
+                        host=acl.host,
+                        operation=acl.operation,
+                        permission_type=acl.permission,
+                    )
+                    for acl in next(deleted)
+                ),
+            )
+        )
+    return build(cls, throttle_time=NO_THROTTLE, filter_results=tuple(results))

@@ -1,0 +1,1 @@
+"""The broker's security: sessions and principals, SASL, credentials, ACLs, authorization."""

@@ -1,0 +1,24 @@
+"""What the broker knows about the client on one connection."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+ANONYMOUS = "User:ANONYMOUS"
+
+
+@dataclass(slots=True)
+class Session:
+    """The connection's principal (``User:NAME``), the client's address, and whether it
+    still has to authenticate with SASL before anything but ApiVersions and SASL."""
+
+    principal: str = ANONYMOUS
+    client_host: str = ""
+    listener_name: str = "PLAINTEXT"
+    advertised_host: str = ""
+    advertised_port: int = -1
+    authenticating: bool = False
+    sasl: Any = None  # the SASL exchange under way (broker.security.sasl_server)
+    raw_sasl_tokens: bool = False  # after SaslHandshake v0: tokens without Kafka headers
+    close_after_response: bool = False
