@@ -1,4 +1,4 @@
-"""AlterUserScramCredentials and DescribeUserScramCredentials, as Kafka's controller
+"""AlterUserScramCredentials v0 and DescribeUserScramCredentials v0, as Kafka's controller
 answers them. Upsertions carry the salted password; the broker keeps only the stored and
 server keys derived from it (broker/security/credential_store.py)."""
 
