@@ -14,6 +14,7 @@ import pytest
 from kio.schema.api_versions.v0.response import ApiVersionsResponse as ApiVersionsResponseV0
 from kio.schema.describe_client_quotas.v1.request import DescribeClientQuotasRequest
 from kio.schema.errors import ErrorCode
+from kio.schema.metadata.v12.request import MetadataRequest
 from kio.schema.produce.v9.request import PartitionProduceData, ProduceRequest, TopicProduceData
 from kio.schema.request_header.v2.header import RequestHeader
 from kio.serial import entity_reader, entity_writer
@@ -197,25 +198,32 @@ def test_api_the_broker_does_not_implement_answers_unsupported_version(broker):
 
 
 def test_version_above_the_supported_range_answers_unsupported_version(broker):
-    """Produce v10 is modelled by kio but not advertised: an error answer, not a hang.
+    """Produce v13 is modelled by kio but not advertised: an error answer, not a hang.
 
     Produce responses have no top-level error field, so the answer is empty; clients
     that negotiate versions with ApiVersions never send this.
     """
-    from kio.schema.produce.v10.request import PartitionProduceData as PartitionV10
-    from kio.schema.produce.v10.request import ProduceRequest as ProduceV10
-    from kio.schema.produce.v10.request import TopicProduceData as TopicV10
+    from kio.schema.produce.v13.request import PartitionProduceData as PartitionV13
+    from kio.schema.produce.v13.request import ProduceRequest as ProduceV13
+    from kio.schema.produce.v13.request import TopicProduceData as TopicV13
 
     with WireClient(broker.bootstrap) as client:
+        topic_id = client.request(
+            MetadataRequest,
+            topics=None,
+            allow_auto_topic_creation=False,
+            include_topic_authorized_operations=False,
+        )
+        (known,) = [t.topic_id for t in topic_id.topics if t.name == TOPIC]
         response = client.request(
-            ProduceV10,
+            ProduceV13,
             transactional_id=None,
             acks=i16(1),
             timeout=datetime.timedelta(seconds=5),
             topic_data=(
-                TopicV10(
-                    name=TOPIC,
-                    partition_data=(PartitionV10(index=i32(0), records=record_batch([b"new"])),),
+                TopicV13(
+                    topic_id=known,
+                    partition_data=(PartitionV13(index=i32(0), records=record_batch([b"new"])),),
                 ),
             ),
         )
