@@ -12,7 +12,7 @@ from confluent_kafka.admin import AdminClient
 from onceflow.spark.schema import spark_schema
 from tests.spark.conftest import create_topic, produce
 
-pytestmark = [pytest.mark.spark, pytest.mark.xdist_group("spark")]
+pytestmark = [pytest.mark.spark]
 
 KAFKA_SCHEMA = (
     "key binary, value binary, topic string, partition int, offset bigint, "

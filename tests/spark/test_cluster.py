@@ -31,7 +31,7 @@ from tests.postgres import postgres_server, postgres_url  # noqa: F401  (fixture
 from tests.spark.conftest import _java_home, create_topic
 from tests.spark.sink_helpers import make_orders
 
-pytestmark = [pytest.mark.spark, pytest.mark.xdist_group("spark"), pytest.mark.slow]
+pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
 JOB = Path(__file__).with_name("cluster_job.py")
 ROOT = JOB.parents[2]

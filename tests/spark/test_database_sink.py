@@ -10,7 +10,7 @@ from onceflow.spark import database_offsets
 from tests.postgres import postgres_server, postgres_url  # noqa: F401  (fixtures)
 from tests.spark.sink_helpers import expected_totals, make_orders, orders_stream, sqlite_rows
 
-pytestmark = [pytest.mark.spark, pytest.mark.xdist_group("spark")]
+pytestmark = [pytest.mark.spark]
 
 
 def run_revenue(spark, bootstrap, topic, url, checkpoint, starting="earliest", mode="accumulate"):

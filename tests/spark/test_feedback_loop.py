@@ -8,7 +8,7 @@ import pytest
 
 from tests.spark.conftest import create_topic, produce, wait_until
 
-pytestmark = [pytest.mark.spark, pytest.mark.xdist_group("spark")]
+pytestmark = [pytest.mark.spark]
 
 
 def start_copy(spark, bootstrap, source, target, checkpoint):

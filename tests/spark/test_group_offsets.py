@@ -7,7 +7,7 @@ from confluent_kafka import Consumer, TopicPartition
 
 from tests.spark.conftest import create_topic, produce, wait_until
 
-pytestmark = [pytest.mark.spark, pytest.mark.xdist_group("spark")]
+pytestmark = [pytest.mark.spark]
 
 
 def committed(bootstrap: str, group: str, topic: str, partitions: int) -> list[int]:

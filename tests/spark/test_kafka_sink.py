@@ -11,7 +11,7 @@ from tests.spark.conftest import create_topic
 from tests.spark.sink_helpers import make_orders, orders_stream
 from tests.spark.test_database_sink import forget_commit
 
-pytestmark = [pytest.mark.spark, pytest.mark.xdist_group("spark")]
+pytestmark = [pytest.mark.spark]
 
 
 def run_confirmations(spark, bootstrap, topic, out, checkpoint, sink_id):

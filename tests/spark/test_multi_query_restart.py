@@ -25,7 +25,7 @@ import pytest
 
 from tests.spark.sink_helpers import expected_totals, make_orders
 
-pytestmark = [pytest.mark.spark, pytest.mark.xdist_group("spark"), pytest.mark.slow]
+pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
 JOB = Path(__file__).with_name("multi_query_job.py")
 ROOT = JOB.parents[2]

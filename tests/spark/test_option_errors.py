@@ -7,7 +7,7 @@ from pyspark.errors import AnalysisException, StreamingQueryException
 
 from tests.spark.conftest import create_topic, produce
 
-pytestmark = [pytest.mark.spark, pytest.mark.xdist_group("spark")]
+pytestmark = [pytest.mark.spark]
 
 BASE = {"kafka.bootstrap.servers": "127.0.0.1:9", "subscribe": "orders"}
 

@@ -17,8 +17,6 @@ from onceflow.spark.offsets import (
 )
 from onceflow.spark.options import OnceflowOptionError, parse_options
 
-pytestmark = [pytest.mark.xdist_group("spark")]
-
 BASE = {"kafka.bootstrap.servers": "127.0.0.1:9092"}
 
 

@@ -9,7 +9,7 @@ import pytest
 from onceflow.spark.progress import describe, onceflow_sources, source_metrics
 from tests.spark.conftest import create_topic, produce
 
-pytestmark = [pytest.mark.spark, pytest.mark.xdist_group("spark")]
+pytestmark = [pytest.mark.spark]
 
 
 def test_metrics_from_progress_json():

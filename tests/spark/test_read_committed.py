@@ -7,7 +7,7 @@ import pytest
 from tests.spark.conftest import create_topic, produce, transactional_producer, wait_until
 from tests.spark.wire_txn import WireTransactions
 
-pytestmark = [pytest.mark.spark, pytest.mark.xdist_group("spark")]
+pytestmark = [pytest.mark.spark]
 
 
 def values(spark, bootstrap: str, topic: str, isolation: str) -> list[bytes]:

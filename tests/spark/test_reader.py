@@ -16,8 +16,6 @@ from onceflow.spark.schema import arrow_schema
 from tests.spark.conftest import create_topic, produce, wait_until
 from tests.spark.wire_txn import WireTransactions
 
-pytestmark = [pytest.mark.xdist_group("spark")]
-
 
 def read(bootstrap: str, topic: str, start: int, end: int, isolation: str, **settings):
     batches = list(

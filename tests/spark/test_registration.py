@@ -18,7 +18,7 @@ import pytest
 from onceflow.spark.registration import environment_map
 from onceflow.spark.workers import worker_problem
 
-pytestmark = [pytest.mark.spark, pytest.mark.xdist_group("spark")]
+pytestmark = [pytest.mark.spark]
 
 
 @pytest.mark.parametrize("name", ["onceflow", "onceflow-database", "onceflow-kafka"])

@@ -49,7 +49,7 @@ from tests.integration.security.secured import (
     start_secured_broker,
 )
 
-pytestmark = [pytest.mark.spark, pytest.mark.xdist_group("spark")]
+pytestmark = [pytest.mark.spark]
 
 TIMEOUT = 30
 ORDERS = 120

@@ -10,7 +10,7 @@ from confluent_kafka.admin import AdminClient
 
 from tests.spark.conftest import add_partitions, create_topic, produce, wait_until
 
-pytestmark = [pytest.mark.spark, pytest.mark.xdist_group("spark")]
+pytestmark = [pytest.mark.spark]
 
 
 def stream(spark, bootstrap: str, **options: str):
