@@ -1,9 +1,10 @@
 """Throughput of the onceflow Spark source and exactly-once sinks against a plain consumer.
 
     python benchmarks/spark_pipeline.py [--records 1000000] [--partitions 4]
-        [--max-offsets-per-trigger 250000] [--database-url postgresql://...]
-        [--master local[2]] [--warmup 50000] [--repeat 1] [--verbose]
-        [--only consumer,consumer-default,batch,source,pynoop,database,kafka]
+        [--max-offsets-per-trigger 250000] [--databases sqlite,postgresql]
+        [--postgres-url postgresql://...] [--master local[2]] [--warmup 50000]
+        [--repeat 1] [--verbose] [--only consumer,consumer-default,batch,source,pynoop,
+        pynoop-kv,database,database-staged,database-accumulate,kafka]
 
 One embedded onceflow broker (``onceflow.testing.BrokerProcess``, temporary data
 directory). ``--records`` small JSON records (about 60 bytes: an id, a store, an amount,
@@ -31,8 +32,8 @@ then all modes again), and the median is reported with the min-max:
    itself, with no streaming bookkeeping around it.
 3. **source**: ``spark.readStream.format("onceflow")`` with
    ``maxOffsetsPerTrigger=--max-offsets-per-trigger`` and ``Trigger.AvailableNow`` into
-   the ``noop`` streaming sink. This is the figure the sinks are compared with: same
-   query shape, same micro-batches, only the sink differs. Timed from the start of the
+   the ``noop`` streaming sink: the same query shape and micro-batches as the sinks',
+   with no Python sink at all. Timed from the start of the
    first micro-batch to the end of the last one, from the query's progress reports:
    every micro-batch in full (offset planning on the driver, the offset-log write, the
    Spark job, the sink's commit, the commit-log write) and the gaps between them. Not
@@ -42,28 +43,34 @@ then all modes again), and the median is reported with the min-max:
    consumer is printed too, for information: it includes Spark's fixed cost per
    micro-batch (offset and commit logs, job scheduling), which grows with the number
    of micro-batches.
-4. **database**: the same stream, ``key``/``value`` cast to strings plus ``partition``
-   and ``offset``, into ``onceflow-database`` (append mode: every record becomes a row;
-   SQLite file in the temporary directory, or ``--database-url``); timed like
-   **source**. Every micro-batch is staged by the tasks and promoted with its offsets in
-   one transaction on the driver, so the timed span includes every row's way into the
-   target table.
-5. **pynoop** (information only): the database mode's stream into a Python data source
-   sink that only iterates over its input (``bench-python-noop``, defined here). Any
-   Python sink pays this: Spark converts the rows to Arrow and streams them to a Python
-   worker per task, and runs the sink's ``commit`` in a Python process on the driver.
-   database / pynoop and kafka / pynoop show what the exactly-once work itself costs.
-6. **kafka**: the same stream, ``key`` and ``value`` as they are, into ``onceflow-kafka``
+4. **pynoop**: the stream, ``key``/``value`` cast to strings plus ``partition`` and
+   ``offset``, into a Python data source sink that only iterates over its input
+   (``bench-python-noop``, defined here): the ceiling of any Python sink. Spark converts
+   the rows to Arrow and streams them to a Python worker per task, and runs the sink's
+   ``commit`` in a Python process on the driver. The sinks are judged against it.
+   **pynoop-kv** (information) is the same sink fed ``key`` and ``value`` as they are,
+   the Kafka sink's input.
+5. **database**: the pynoop stream into ``onceflow-database``, append mode,
+   ``strategy=direct`` (every record becomes a row; each task commits its rows with its
+   marker, the driver stores the offsets), once per database of ``--databases``: SQLite
+   (a file in the temporary directory) and/or PostgreSQL (``--postgres-url``, or a
+   throwaway server started like the tests start one). **database-staged**: the same
+   with ``strategy=staged`` (tasks stage, the driver promotes each batch with its
+   offsets). **database-accumulate**: per-store totals (``key`` as the store, the JSON
+   value's amount, a count) in accumulate mode, ``strategy=direct``: each task adds up
+   its rows per store and writes a row per store.
+6. **kafka**: the stream, ``key`` and ``value`` as they are, into ``onceflow-kafka``
    (one Kafka transaction per task and micro-batch, with its idempotency marker) writing
    an output topic of ``--partitions`` partitions; timed like **source** (a micro-batch
    ends when every task's transaction is committed).
 
 After each run the output is checked (not timed): the batch read's row count, the
-query's input rows, the table's row count and the output topic's ``read_committed``
-record count must all equal ``--records``, or the script fails. records/s = ``--records``
-/ the timed seconds. Goals: batch / consumer >= 0.5, database / source >= 0.8, kafka /
-source >= 0.8. The 1-minute load average after each run is printed: the machine may be
-shared, and single runs move with the load.
+query's input rows, the table's row count (or the accumulated totals) and the output
+topic's ``read_committed`` record count must all match ``--records``, or the script
+fails. records/s = ``--records`` / the timed seconds. Goals: batch / consumer >= 0.5,
+database (each database) / pynoop >= 0.8, kafka / pynoop >= 0.9. The 1-minute load
+average after each run is printed: the machine may be shared, and single runs move with
+the load.
 """
 
 from __future__ import annotations
