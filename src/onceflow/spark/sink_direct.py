@@ -16,13 +16,13 @@ writing the same keys on PostgreSQL lock them in the same order and never deadlo
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from pyspark.sql.datasource import WriterCommitMessage
 
-from onceflow.spark import crash
+from onceflow.spark import crash, sink_arrow
 from onceflow.spark.sink_ledger import TaskWrite, claim_task, last_commit, task_write
 from onceflow.spark.sink_staging import StagedWrite, connect, stage
 from onceflow.spark.sink_tables import SinkTable
@@ -68,37 +68,76 @@ def write_task(
         batch_id = int(batch_prop) if batch_prop is not None else -1
         return stage(options, table, batch_id, partition, batches)
     batch_id = int(batch_prop)
-    db = connect(options)
-    try:
+    with connect(options) as db:
         decision = task_write(last_commit(db, options.sink_id), query_id, batch_id)
-        if decision is TaskWrite.STAGE:
-            return stage(options, table, batch_id, partition, batches)
-        if decision is TaskWrite.SKIP:
-            return _skip(options, query_id, batch_id, partition, batches)
-        input_rows, rows = prepare_rows(table, batches)
-        if not input_rows:  # nothing to write: no transaction, no marker needed
-            return DirectWrite(options.sink_id, query_id, batch_id, partition, 0, 0, False)
-        with db.transaction() as tx:
-            lock = " FOR SHARE" if db.dialect == "postgresql" else ""  # SQLite: BEGIN IMMEDIATE
-            decision = task_write(last_commit(tx, options.sink_id, lock), query_id, batch_id)
-            if decision is TaskWrite.SKIP:
-                return _skipped(options, query_id, batch_id, partition)
-            if decision is not TaskWrite.DIRECT:
-                raise SinkStateChanged(
-                    f"sinkId {options.sink_id!r}: the sink's last committed batch changed "
-                    f"while batch {batch_id} ran; is another query writing with this sinkId?"
-                )
-            if not claim_task(tx, options.sink_id, batch_id, partition, query_id, input_rows):
-                return _skipped(options, query_id, batch_id, partition)
-            if table.mode == "append" and db.dialect == "postgresql":
-                db.copy_rows(table.copy_target_sql(), rows)
-            else:
-                tx.executemany(table.insert_sql(), rows)
-            crash.reached("database.before_task_commit", batch_id, partition)
-    finally:
-        db.close()
+    if decision is TaskWrite.STAGE:
+        return stage(options, table, batch_id, partition, batches)
+    if decision is TaskWrite.SKIP:
+        return _skip(options, query_id, batch_id, partition, batches)
+    task = _Task(options, query_id, batch_id, partition)
+    received = [batch for batch in batches if batch.num_rows]
+    if not received:  # nothing to write: no transaction, no marker needed
+        return DirectWrite(options.sink_id, query_id, batch_id, partition, 0, 0, False)
+    if sink_arrow.usable(table, received[0].schema):
+        data = pa_table(received)
+        arrow = sink_arrow.ArrowTransaction(options, table)
+        try:
+            done = task.commit(arrow, data.num_rows, lambda: arrow.ingest(data))
+            arrow.commit()
+        finally:
+            arrow.close()
+        written = data.num_rows
+    else:
+        input_rows, rows = prepare_rows(table, iter(received))
+        with connect(options) as db, db.transaction() as tx:
+
+            def write() -> None:
+                if table.mode == "append" and db.dialect == "postgresql":
+                    db.copy_rows(table.copy_target_sql(), rows)
+                else:
+                    tx.executemany(table.insert_sql(), rows)
+
+            done = task.commit(tx, input_rows, write)
+        written = len(rows)
+    if not done:
+        return _skipped(options, query_id, batch_id, partition)
     crash.reached("database.after_task_commit", batch_id, partition)
-    return DirectWrite(options.sink_id, query_id, batch_id, partition, input_rows, len(rows), False)
+    return DirectWrite(options.sink_id, query_id, batch_id, partition, task.rows, written, False)
+
+
+@dataclass
+class _Task:
+    options: DatabaseSinkOptions
+    query_id: str
+    batch_id: int
+    partition: int
+    rows: int = 0
+
+    def commit(self, tx: Any, rows: int, write: Callable[[], None]) -> bool:
+        """Check the ledger, claim the task's marker and write, in the open transaction
+        ``tx``; False (nothing written) when the batch is already in the database."""
+        self.rows = rows
+        sink_id = self.options.sink_id
+        lock = " FOR SHARE" if tx.dialect == "postgresql" else ""  # SQLite: BEGIN IMMEDIATE
+        decision = task_write(last_commit(tx, sink_id, lock), self.query_id, self.batch_id)
+        if decision is TaskWrite.SKIP:
+            return False
+        if decision is not TaskWrite.DIRECT:
+            raise SinkStateChanged(
+                f"sinkId {sink_id!r}: the sink's last committed batch changed while batch "
+                f"{self.batch_id} ran; is another query writing with this sinkId?"
+            )
+        if not claim_task(tx, sink_id, self.batch_id, self.partition, self.query_id, rows):
+            return False
+        write()
+        crash.reached("database.before_task_commit", self.batch_id, self.partition)
+        return True
+
+
+def pa_table(batches: list[Any]) -> Any:
+    import pyarrow as pa
+
+    return pa.Table.from_batches(batches)
 
 
 def prepare_rows(table: SinkTable, batches: Iterator[Any]) -> tuple[int, list[tuple]]:

@@ -75,12 +75,12 @@ def claim_task(
 ) -> bool:
     """Write the task's marker; False when an attempt of the task already wrote it
     (PostgreSQL waits for a concurrent attempt's transaction to end first)."""
-    cursor = tx.execute(
+    claimed = tx.execute(
         f'INSERT INTO {TASKS_TABLE} (sink_id, batch_id, "partition", query_id, row_count) '
-        "VALUES (?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
+        "VALUES (?, ?, ?, ?, ?) ON CONFLICT DO NOTHING RETURNING 1",
         (sink_id, batch_id, partition, query_id, rows),
-    )
-    return cursor.rowcount == 1
+    ).fetchall()
+    return len(claimed) == 1
 
 
 def unfinished_tasks(tx: Any, sink_id: str, query_id: str, batch_id: int) -> list[tuple]:
