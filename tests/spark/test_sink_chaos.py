@@ -59,8 +59,7 @@ def crash_and_restart(tmp_path: Path, crashes: list[str], *args: str) -> None:
 @pytest.mark.parametrize(
     "database,strategy,crashes",
     [
-        # A direct task committed (batch 0 is staged: the first batch of a query), then
-        # between the DB commit and Spark's commit.
+        # A direct task committed, then between the DB commit and Spark's commit.
         ("sqlite", "direct", ["database.after_task_commit@1/1", "database.after_commit@2"]),
         # mid-batch (one task staged), then between the DB commit and Spark's commit
         ("sqlite", "staged", ["database.after_stage@1/1", "database.after_commit@2"]),

@@ -125,7 +125,8 @@ def test_strategy_and_lock_timeout_options():
 
 def test_task_write_decision():
     last = LastCommit("q1", 4)
-    assert task_write(None, "q1", 0) is TaskWrite.STAGE  # the first batch of a sink
+    assert task_write(None, "q1", 0, new_sink=True) is TaskWrite.DIRECT  # nothing stored yet
+    assert task_write(None, "q1", 3) is TaskWrite.STAGE  # offsets of no batch of a query
     assert task_write(last, "q2", 5) is TaskWrite.STAGE  # another query (new checkpoint)
     assert task_write(last, "q1", 5) is TaskWrite.DIRECT  # the next batch of the same query
     assert task_write(last, "q1", 4) is TaskWrite.SKIP  # a replay of a committed batch

@@ -48,10 +48,10 @@ from onceflow.spark.checkpoint import batch_offsets, previous_offsets, query_id
 from onceflow.spark.offsets import OffsetMap, to_json
 from onceflow.spark.sink_direct import DirectWrite, write_task
 from onceflow.spark.sink_ledger import (
-    COMMITS_TABLE,
     UnfinishedBatch,
     direct_rows,
     forget_commit,
+    lock_sink,
     record_commit,
     unfinished_tasks,
 )
@@ -303,11 +303,7 @@ def commit_batch(
                 (options.sink_id,),
             )
             stored = {(t, p): o for t, p, o, b in rows if b >= 0}
-            # Waits for direct task transactions in flight (they hold FOR SHARE on it).
-            tx.execute(
-                f"SELECT batch_id FROM {COMMITS_TABLE} WHERE sink_id = ?{db.lock_clause}",
-                (options.sink_id,),
-            )
+            lock_sink(tx, options.sink_id, exclusive=True)  # waits for direct task writes
             _check_unfinished(tx, options.sink_id, query, batch_id)
             written = _check_direct(tx, options.sink_id, query, batch_id, direct)
             apply = plan_batch(stored, start, end)

@@ -4,8 +4,8 @@ The ADBC drivers for SQLite and PostgreSQL (``adbc-driver-sqlite``,
 ``adbc-driver-postgresql``) bind Arrow columns to SQLite statements, or stream them to
 PostgreSQL as binary ``COPY``, in C: a task's rows never become Python objects. The
 task's marker and its ledger check go through the same connection, so they stay in ONE
-transaction with the rows (SQLite: ``BEGIN IMMEDIATE``; PostgreSQL: ``FOR SHARE`` on the
-ledger row, as in ``sink_direct``).
+transaction with the rows (SQLite: ``BEGIN IMMEDIATE``; PostgreSQL: the sink's advisory
+lock held shared, as in ``sink_direct``).
 
 Used for append mode when the driver is installed and every column has a plain type
 (strings, binary, integers, floating point, booleans); otherwise the task builds Python

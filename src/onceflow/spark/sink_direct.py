@@ -1,10 +1,10 @@
 """The database sink's ``direct`` task write: rows straight into the target table.
 
-A task of the batch that follows the sink's last committed batch (``sink_ledger``) writes
-its rows into the target table and its marker (sinkId, batchId, task partition) in ONE
-transaction; an attempt that finds the marker (a retry, a speculative copy, the batch
-replayed after a driver crash) writes nothing. The driver then stores the batch's end
-offsets. Every other batch is staged (``sink_staging``).
+A task of the batch that follows the sink's last committed batch, or of any batch of a
+new sink (``sink_ledger``), writes its rows into the target table and its marker (sinkId,
+batchId, task partition) in ONE transaction; an attempt that finds the marker (a retry, a
+speculative copy, the batch replayed after a driver crash) writes nothing. The driver
+then stores the batch's end offsets. Every other batch is staged (``sink_staging``).
 
 The task prepares its rows before it opens the transaction, so that on SQLite it holds
 the database's write lock only while it inserts: ``upsert`` keeps the last row per key,
@@ -23,7 +23,14 @@ from typing import TYPE_CHECKING, Any
 from pyspark.sql.datasource import WriterCommitMessage
 
 from onceflow.spark import crash, sink_arrow
-from onceflow.spark.sink_ledger import TaskWrite, claim_task, last_commit, task_write
+from onceflow.spark.sink_ledger import (
+    TaskWrite,
+    claim_task,
+    is_new_sink,
+    last_commit,
+    lock_sink,
+    task_write,
+)
 from onceflow.spark.sink_staging import StagedWrite, connect, stage
 from onceflow.spark.sink_tables import SinkTable
 
@@ -69,7 +76,7 @@ def write_task(
         return stage(options, table, batch_id, partition, batches)
     batch_id = int(batch_prop)
     with connect(options) as db:
-        decision = task_write(last_commit(db, options.sink_id), query_id, batch_id)
+        decision = _decide(db, options.sink_id, query_id, batch_id)
     if decision is TaskWrite.STAGE:
         return stage(options, table, batch_id, partition, batches)
     if decision is TaskWrite.SKIP:
@@ -118,8 +125,8 @@ class _Task:
         ``tx``; False (nothing written) when the batch is already in the database."""
         self.rows = rows
         sink_id = self.options.sink_id
-        lock = " FOR SHARE" if tx.dialect == "postgresql" else ""  # SQLite: BEGIN IMMEDIATE
-        decision = task_write(last_commit(tx, sink_id, lock), self.query_id, self.batch_id)
+        lock_sink(tx, sink_id, exclusive=False)
+        decision = _decide(tx, sink_id, self.query_id, self.batch_id)
         if decision is TaskWrite.SKIP:
             return False
         if decision is not TaskWrite.DIRECT:
@@ -132,6 +139,12 @@ class _Task:
         write()
         crash.reached("database.before_task_commit", self.batch_id, self.partition)
         return True
+
+
+def _decide(tx: Any, sink_id: str, query_id: str, batch_id: int) -> TaskWrite:
+    last = last_commit(tx, sink_id)
+    new_sink = last is None and is_new_sink(tx, sink_id, query_id)
+    return task_write(last, query_id, batch_id, new_sink)
 
 
 def pa_table(batches: list[Any]) -> Any:

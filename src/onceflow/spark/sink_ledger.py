@@ -3,11 +3,12 @@ and which tasks of the batch in flight have committed their rows.
 
 ``onceflow_sink_commits(sink_id, query_id, batch_id)`` says: the sink's offsets in
 ``onceflow_sink_offsets`` are exactly the end offsets of batch ``batch_id`` of streaming
-query ``query_id`` (Spark's query id, stable across restarts on one checkpoint). Only then
-can the tasks of the query's next batch write straight into the target table: their input
-starts where the database ends. Any other batch is staged and promoted by the driver,
-which compares its offsets with the stored ones (the first batch of a query, a query
-restarted on a new checkpoint, a replay of data the database already holds).
+query ``query_id`` (Spark's query id, stable across restarts on one checkpoint). Only then,
+or when nothing of the sink is in the database yet, can the tasks of the query's next batch
+write straight into the target table: their input starts where the database ends. Any
+other batch is staged and promoted by the driver, which compares its offsets with the
+stored ones (the first batch of a query on a new checkpoint, a replay of data the database
+already holds).
 
 ``onceflow_sink_tasks(sink_id, batch_id, partition, query_id, row_count)`` holds one
 marker per task that committed a direct write, written in the task's own transaction:
@@ -22,6 +23,7 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
+OFFSETS_TABLE = "onceflow_sink_offsets"
 COMMITS_TABLE = "onceflow_sink_commits"
 TASKS_TABLE = "onceflow_sink_tasks"
 COMMITS_DDL = (
@@ -51,17 +53,48 @@ class UnfinishedBatch(RuntimeError):
     """Tasks of a batch wrote rows directly but the batch's offsets were never stored."""
 
 
-def last_commit(tx: Any, sink_id: str, lock: str = "") -> LastCommit | None:
-    """The batch the stored offsets belong to; ``lock``: a row-lock suffix for SELECT."""
+def last_commit(tx: Any, sink_id: str) -> LastCommit | None:
+    """The batch the stored offsets belong to, None when they belong to no batch."""
     row = tx.execute(
-        f"SELECT query_id, batch_id FROM {COMMITS_TABLE} WHERE sink_id = ?{lock}", (sink_id,)
+        f"SELECT query_id, batch_id FROM {COMMITS_TABLE} WHERE sink_id = ?", (sink_id,)
     ).fetchone()
     return LastCommit(row[0], int(row[1])) if row else None
 
 
-def task_write(last: LastCommit | None, query_id: str, batch_id: int) -> TaskWrite:
-    """How a task of ``batch_id`` of ``query_id`` writes, given the sink's last commit."""
-    if last is None or last.query_id != query_id:
+def lock_sink(tx: Any, sink_id: str, exclusive: bool) -> None:
+    """PostgreSQL: tasks writing directly hold the sink's lock shared, the driver's commit
+    exclusive, so no task transaction is open while the driver commits (SQLite's BEGIN
+    IMMEDIATE already serializes every writer)."""
+    if tx.dialect == "postgresql":
+        function = "pg_advisory_xact_lock" if exclusive else "pg_advisory_xact_lock_shared"
+        key = (f"onceflow-sink:{sink_id}",)
+        tx.execute(f"SELECT {function}(hashtext(?)) IS NULL", key).fetchall()
+
+
+def is_new_sink(tx: Any, sink_id: str, query_id: str) -> bool:
+    """Nothing of the sink is in the database: no stored offsets, and no marker of another
+    query (a batch whose tasks committed but whose offsets were never stored)."""
+    stored = tx.execute(
+        f"SELECT 1 FROM {OFFSETS_TABLE} WHERE sink_id = ? AND batch_id >= 0 LIMIT 1",
+        (sink_id,),
+    ).fetchall()
+    if stored:
+        return False
+    foreign = tx.execute(
+        f"SELECT 1 FROM {TASKS_TABLE} WHERE sink_id = ? AND query_id <> ? LIMIT 1",
+        (sink_id, query_id),
+    ).fetchall()
+    return not foreign
+
+
+def task_write(
+    last: LastCommit | None, query_id: str, batch_id: int, new_sink: bool = False
+) -> TaskWrite:
+    """How a task of ``batch_id`` of ``query_id`` writes, given the sink's last commit
+    (``new_sink``: nothing of the sink is in the database yet, see ``is_new_sink``)."""
+    if last is None:
+        return TaskWrite.DIRECT if new_sink else TaskWrite.STAGE
+    if last.query_id != query_id:
         return TaskWrite.STAGE
     if batch_id <= last.batch_id:
         return TaskWrite.SKIP

@@ -30,10 +30,9 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from onceflow.spark.sink_ledger import COMMITS_DDL, TASKS_DDL
+from onceflow.spark.sink_ledger import COMMITS_DDL, OFFSETS_TABLE, TASKS_DDL
 
 MODES = ("append", "upsert", "accumulate")
-OFFSETS_TABLE = "onceflow_sink_offsets"
 # Columns the staging table adds in front of the data columns.
 STAGE_COLUMNS = ("onceflow_sink_id", "onceflow_batch_id", "onceflow_partition", "onceflow_write_id")
 STAGE_SEQ = "onceflow_seq"

@@ -269,8 +269,8 @@ RELAY = Scenario(
 )
 
 SPARK = (
-    # occurrence: the batch id. Batch 0 of a query is always staged; batch 1 of the
-    # direct strategy is written by the tasks straight into the table.
+    # occurrence: the batch id; with strategy direct the tasks of batch 1 write straight
+    # into the table.
     Scenario(
         "spark/database_sink",
         "Spark exactly-once database sink, strategy direct (tasks commit their rows)",
