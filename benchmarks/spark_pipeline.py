@@ -1,9 +1,10 @@
 """Throughput of the onceflow Spark source and exactly-once sinks against a plain consumer.
 
     python benchmarks/spark_pipeline.py [--records 1000000] [--partitions 4]
-        [--max-offsets-per-trigger 250000] [--database-url postgresql://...]
-        [--master local[2]] [--warmup 50000] [--repeat 1] [--verbose]
-        [--only consumer,consumer-default,batch,source,pynoop,database,kafka]
+        [--max-offsets-per-trigger 250000] [--databases sqlite,postgresql]
+        [--postgres-url postgresql://...] [--master local[2]] [--warmup 50000]
+        [--repeat 1] [--verbose] [--only consumer,consumer-default,batch,source,pynoop,
+        pynoop-kv,database,database-staged,database-accumulate,kafka]
 
 One embedded onceflow broker (``onceflow.testing.BrokerProcess``, temporary data
 directory). ``--records`` small JSON records (about 60 bytes: an id, a store, an amount,
@@ -31,8 +32,8 @@ then all modes again), and the median is reported with the min-max:
    itself, with no streaming bookkeeping around it.
 3. **source**: ``spark.readStream.format("onceflow")`` with
    ``maxOffsetsPerTrigger=--max-offsets-per-trigger`` and ``Trigger.AvailableNow`` into
-   the ``noop`` streaming sink. This is the figure the sinks are compared with: same
-   query shape, same micro-batches, only the sink differs. Timed from the start of the
+   the ``noop`` streaming sink: the same query shape and micro-batches as the sinks',
+   with no Python sink at all. Timed from the start of the
    first micro-batch to the end of the last one, from the query's progress reports:
    every micro-batch in full (offset planning on the driver, the offset-log write, the
    Spark job, the sink's commit, the commit-log write) and the gaps between them. Not
@@ -42,28 +43,34 @@ then all modes again), and the median is reported with the min-max:
    consumer is printed too, for information: it includes Spark's fixed cost per
    micro-batch (offset and commit logs, job scheduling), which grows with the number
    of micro-batches.
-4. **database**: the same stream, ``key``/``value`` cast to strings plus ``partition``
-   and ``offset``, into ``onceflow-database`` (append mode: every record becomes a row;
-   SQLite file in the temporary directory, or ``--database-url``); timed like
-   **source**. Every micro-batch is staged by the tasks and promoted with its offsets in
-   one transaction on the driver, so the timed span includes every row's way into the
-   target table.
-5. **pynoop** (information only): the database mode's stream into a Python data source
-   sink that only iterates over its input (``bench-python-noop``, defined here). Any
-   Python sink pays this: Spark converts the rows to Arrow and streams them to a Python
-   worker per task, and runs the sink's ``commit`` in a Python process on the driver.
-   database / pynoop and kafka / pynoop show what the exactly-once work itself costs.
-6. **kafka**: the same stream, ``key`` and ``value`` as they are, into ``onceflow-kafka``
+4. **pynoop**: the stream, ``key``/``value`` cast to strings plus ``partition`` and
+   ``offset``, into a Python data source sink that only iterates over its input
+   (``bench-python-noop``, defined here): the ceiling of any Python sink. Spark converts
+   the rows to Arrow and streams them to a Python worker per task, and runs the sink's
+   ``commit`` in a Python process on the driver. The sinks are judged against it.
+   **pynoop-kv** (information) is the same sink fed ``key`` and ``value`` as they are,
+   the Kafka sink's input.
+5. **database**: the pynoop stream into ``onceflow-database``, append mode,
+   ``strategy=direct`` (every record becomes a row; each task commits its rows with its
+   marker, the driver stores the offsets), once per database of ``--databases``: SQLite
+   (a file in the temporary directory) and/or PostgreSQL (``--postgres-url``, or a
+   throwaway server started like the tests start one). **database-staged**: the same
+   with ``strategy=staged`` (tasks stage, the driver promotes each batch with its
+   offsets). **database-accumulate**: per-store totals (``key`` as the store, the JSON
+   value's amount, a count) in accumulate mode, ``strategy=direct``: each task adds up
+   its rows per store and writes a row per store.
+6. **kafka**: the stream, ``key`` and ``value`` as they are, into ``onceflow-kafka``
    (one Kafka transaction per task and micro-batch, with its idempotency marker) writing
    an output topic of ``--partitions`` partitions; timed like **source** (a micro-batch
    ends when every task's transaction is committed).
 
 After each run the output is checked (not timed): the batch read's row count, the
-query's input rows, the table's row count and the output topic's ``read_committed``
-record count must all equal ``--records``, or the script fails. records/s = ``--records``
-/ the timed seconds. Goals: batch / consumer >= 0.5, database / source >= 0.8, kafka /
-source >= 0.8. The 1-minute load average after each run is printed: the machine may be
-shared, and single runs move with the load.
+query's input rows, the table's row count (or the accumulated totals) and the output
+topic's ``read_committed`` record count must all match ``--records``, or the script
+fails. records/s = ``--records`` / the timed seconds. Goals: batch / consumer >= 0.5,
+database (each database) / pynoop >= 0.8, kafka / pynoop >= 0.9. The 1-minute load
+average after each run is printed: the machine may be shared, and single runs move with
+the load.
 """
 
 from __future__ import annotations
@@ -94,19 +101,47 @@ from pyspark.sql.datasource import (
 
 from onceflow.testing import BrokerProcess
 
-MODES = ("consumer", "consumer-default", "batch", "source", "pynoop", "database", "kafka")
-# (measure, baseline, goal): the source is measured by the batch read, the sinks against
-# the streaming source of the same query shape (see the module docstring).
+MODES = (
+    "consumer",
+    "consumer-default",
+    "batch",
+    "source",
+    "pynoop",
+    "pynoop-kv",
+    "database",
+    "database-staged",
+    "database-accumulate",
+    "kafka",
+)
+# (measure, baseline, goal): the source is measured by the batch read against the plain
+# consumer, the sinks against the Python no-op sink of the same query shape (see the
+# module docstring). Database modes are named "mode:database".
 GOALS = [
     ("batch", "consumer", 0.5),
-    ("database", "source", 0.8),
-    ("kafka", "source", 0.8),
+    ("database:sqlite", "pynoop", 0.8),
+    ("database:postgresql", "pynoop", 0.8),
+    ("kafka", "pynoop", 0.9),
 ]
-INFO_RATIOS = [("source", "consumer"), ("database", "pynoop"), ("kafka", "pynoop")]
+INFO_RATIOS = [
+    ("source", "consumer"),
+    ("pynoop", "source"),
+    ("kafka", "pynoop-kv"),
+    ("database-staged:sqlite", "pynoop"),
+    ("database-staged:postgresql", "pynoop"),
+    ("database-accumulate:sqlite", "pynoop"),
+    ("database-accumulate:postgresql", "pynoop"),
+]
 
 
 DATABASE_COLUMNS = ("CAST(key AS STRING) AS key", "CAST(value AS STRING) AS value")
 DATABASE_COLUMNS += ("partition", "offset")
+# Per-store totals: a handful of rows per task after the task's own pre-aggregation.
+ACCUMULATE_COLUMNS = (
+    "CAST(key AS STRING) AS store",
+    "CAST(get_json_object(CAST(value AS STRING), '$.amount') AS BIGINT) AS revenue",
+    "1 AS orders",
+)
+DATABASES = ("sqlite", "postgresql")
 
 
 @dataclass
@@ -277,12 +312,22 @@ class _NoopStreamWriter(DataSourceStreamArrowWriter):
 
 
 class SparkModes:
-    def __init__(self, spark, bootstrap: str, args: argparse.Namespace, work: Path) -> None:
+    def __init__(
+        self, spark, bootstrap: str, args: argparse.Namespace, work: Path, urls: dict[str, str]
+    ) -> None:
         self.spark = spark
         self.bootstrap = bootstrap
         self.args = args
         self.work = work
-        self.database_url = args.database_url or f"sqlite:///{work / 'bench.db'}"
+        self.urls = urls  # database name -> URL
+
+    def run(self, mode: str, topic: str, expected: int) -> Timing:
+        """``mode`` or ``mode:database`` (the database modes run once per database)."""
+        name, _, database = mode.partition(":")
+        method = getattr(self, name.replace("-", "_"))
+        if database:
+            return method(topic, expected, self.urls[database])
+        return method(topic, expected)
 
     def _stream(self, topic: str):
         return (
@@ -343,21 +388,48 @@ class SparkModes:
         writer = self._stream(topic).selectExpr(*DATABASE_COLUMNS).writeStream
         return self._run(writer.format("bench-python-noop"), "pynoop", expected)
 
-    def database(self, topic: str, expected: int) -> Timing:
+    def pynoop_kv(self, topic: str, expected: int) -> Timing:
+        writer = self._stream(topic).select("key", "value").writeStream
+        return self._run(writer.format("bench-python-noop"), "pynoop-kv", expected)
+
+    def database(self, topic: str, expected: int, url: str, strategy: str = "direct") -> Timing:
         table = f"bench_{uuid.uuid4().hex[:8]}"
         writer = (
             self._stream(topic)
             .selectExpr(*DATABASE_COLUMNS)
             .writeStream.format("onceflow-database")
-            .option("url", self.database_url)
+            .option("url", url)
             .option("table", table)
             .option("mode", "append")
+            .option("strategy", strategy)
             .option("sinkId", table)
         )
-        timing = self._run(writer, "database", expected)
-        stored = table_count(self.database_url, table)
+        timing = self._run(writer, f"database-{strategy}", expected)
+        stored = table_count(url, table)
         if stored != expected:
             raise RuntimeError(f"database: {stored} rows in {table}, expected {expected}")
+        return timing
+
+    def database_staged(self, topic: str, expected: int, url: str) -> Timing:
+        return self.database(topic, expected, url, strategy="staged")
+
+    def database_accumulate(self, topic: str, expected: int, url: str) -> Timing:
+        table = f"bench_{uuid.uuid4().hex[:8]}"
+        writer = (
+            self._stream(topic)
+            .selectExpr(*ACCUMULATE_COLUMNS)
+            .writeStream.format("onceflow-database")
+            .option("url", url)
+            .option("table", table)
+            .option("mode", "accumulate")
+            .option("keyColumns", "store")
+            .option("sinkId", table)
+        )
+        timing = self._run(writer, "database-accumulate", expected)
+        totals = table_totals(url, table)
+        wanted = (sum(n % 100 for n in range(expected)), expected)
+        if totals != wanted:
+            raise RuntimeError(f"accumulate: totals {totals} in {table}, expected {wanted}")
         return timing
 
     def kafka(self, topic: str, expected: int) -> Timing:
@@ -388,6 +460,17 @@ def table_count(url: str, table: str) -> int:
     db = Database(url)
     try:
         return int(db.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0])
+    finally:
+        db.close()
+
+
+def table_totals(url: str, table: str) -> tuple[int, int]:
+    from onceflow.patterns.db import Database
+
+    db = Database(url)
+    try:
+        revenue, orders = db.execute(f"SELECT SUM(revenue), SUM(orders) FROM {table}").fetchone()
+        return int(revenue), int(orders)
     finally:
         db.close()
 
@@ -427,32 +510,38 @@ def start_spark(master: str):
 # -- report -----------------------------------------------------------------------------
 
 
-def print_report(results: dict[str, Result], args: argparse.Namespace, loads: list) -> None:
+LABELS = {
+    "consumer": "plain confluent-kafka consumer (ceiling)",
+    "consumer-default": "plain consumer, librdkafka defaults (info)",
+    "batch": "onceflow source, batch read -> noop",
+    "source": "onceflow source, AvailableNow -> noop",
+    "pynoop": "-> Python no-op sink (key, value, partition, offset)",
+    "pynoop-kv": "-> Python no-op sink (key, value)",
+    "database": "-> onceflow-database append, direct",
+    "database-staged": "-> onceflow-database append, staged",
+    "database-accumulate": "-> onceflow-database accumulate per store, direct",
+    "kafka": "-> onceflow-kafka",
+}
+
+
+def print_report(
+    results: dict[str, Result], args: argparse.Namespace, databases: list[str], loads: list
+) -> None:
     print()
     print(
         f"{args.records:,} records, {args.partitions} partitions, master {args.master}, "
         f"maxOffsetsPerTrigger {args.max_offsets_per_trigger:,}, "
-        f"database {'SQLite' if not args.database_url else 'PostgreSQL'}"
+        f"databases {', '.join(databases)}"
     )
     header = ["mode", "records/s", "seconds", "batches", "wall s", "load 1m"]
     if args.repeat > 1:
         header[1:2] = ["records/s (median)", "min-max"]
     print("| " + " | ".join(header) + " |")
     print("|---|" + "---:|" * (len(header) - 1))
-    labels = {
-        "consumer": "plain confluent-kafka consumer (ceiling)",
-        "consumer-default": "plain consumer, librdkafka defaults (info)",
-        "batch": "onceflow source, batch read -> noop",
-        "source": "onceflow source, AvailableNow -> noop",
-        "pynoop": "-> Python no-op sink (info)",
-        "database": "-> onceflow-database (exactly-once)",
-        "kafka": "-> onceflow-kafka (exactly-once)",
-    }
-    for mode in MODES:
-        if mode not in results:
-            continue
-        r = results[mode]
-        cells = [labels[mode], f"{r.rate:,.0f}"]
+    for mode, r in results.items():
+        name, _, database = mode.partition(":")
+        label = LABELS[name] + (f" ({database})" if database else "")
+        cells = [label, f"{r.rate:,.0f}"]
         if args.repeat > 1:
             cells.append(r.spread)
         cells += [
@@ -474,28 +563,62 @@ def print_report(results: dict[str, Result], args: argparse.Namespace, loads: li
     print("load average (1m, 5m, 15m) at start and end:", *loads)
 
 
+def start_postgres(work: Path) -> Any:
+    """A throwaway PostgreSQL server, started as the tests start one (fsync=off)."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from tests.postgres import PostgresServer, find_bin_dir
+
+    bin_dir = find_bin_dir()
+    if bin_dir is None:
+        raise SystemExit("PostgreSQL binaries not found: give --postgres-url or ONCEFLOW_PG_BIN")
+    return PostgresServer(bin_dir).start()
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--records", type=int, default=1_000_000)
     parser.add_argument("--partitions", type=int, default=4)
     parser.add_argument("--max-offsets-per-trigger", type=int, default=250_000)
-    parser.add_argument("--database-url", help="default: SQLite in the temporary directory")
+    parser.add_argument(
+        "--databases",
+        default="sqlite",
+        help="comma-separated: sqlite (a file in the temporary directory), postgresql",
+    )
+    parser.add_argument(
+        "--postgres-url", help="PostgreSQL for --databases postgresql (default: start one)"
+    )
     parser.add_argument("--master", default="local[2]")
     parser.add_argument("--warmup", type=int, default=50_000)
     parser.add_argument("--repeat", type=int, default=1, help="runs per mode (median)")
     parser.add_argument("--only", default=",".join(MODES), help="comma-separated modes")
     parser.add_argument("--verbose", action="store_true", help="print every micro-batch")
     args = parser.parse_args(argv)
-    modes = [m for m in args.only.split(",") if m]
-    unknown = set(modes) - set(MODES)
+    chosen = [m for m in args.only.split(",") if m]
+    unknown = set(chosen) - set(MODES)
     if unknown:
         parser.error(f"unknown modes {sorted(unknown)}; use {','.join(MODES)}")
+    databases = [d for d in args.databases.split(",") if d]
+    if set(databases) - set(DATABASES) or not databases:
+        parser.error(f"--databases: use {','.join(DATABASES)}")
+    modes = [
+        f"{m}:{d}" if m.startswith("database") else m
+        for m in chosen
+        for d in (databases if m.startswith("database") else [""])
+    ]
 
     work = Path(tempfile.mkdtemp(prefix="onceflow-spark-bench-"))
     loads = [tuple(round(x, 2) for x in os.getloadavg())]
     broker = BrokerProcess(work / "broker", log_path=work / "broker.log").start()
     spark = None
+    postgres = None
     try:
+        urls = {"sqlite": f"sqlite:///{work / 'bench.db'}"}
+        if "postgresql" in databases:
+            if args.postgres_url:
+                urls["postgresql"] = args.postgres_url
+            else:
+                postgres = start_postgres(work)
+                urls["postgresql"] = postgres.create_database()
         bootstrap = broker.bootstrap
         topic = "bench-input"
         warmup = "bench-warmup"
@@ -510,9 +633,9 @@ def main(argv: list[str] | None = None) -> int:
         if spark_modes:
             started = time.monotonic()
             spark = start_spark(args.master)
-            runner = SparkModes(spark, bootstrap, args, work)
+            runner = SparkModes(spark, bootstrap, args, work, urls)
             for mode in spark_modes:  # warm-up, not counted
-                getattr(runner, mode)(warmup, args.warmup)
+                runner.run(mode, warmup, args.warmup)
             print(f"Spark started and warmed up in {time.monotonic() - started:.1f} s", flush=True)
 
         results = {mode: Result(mode, args.records) for mode in modes}
@@ -525,7 +648,10 @@ def main(argv: list[str] | None = None) -> int:
                         return Timing(plain_consumer(bootstrap, t, args.partitions, n, tuned))
                 else:
                     assert runner is not None
-                    run = getattr(runner, mode)
+
+                    def run(t: str, n: int, mode: str = mode) -> Timing:
+                        return runner.run(mode, t, n)
+
                 timing = run(topic, args.records)
                 results[mode].timings.append(timing)
                 results[mode].loads.append(os.getloadavg()[0])
@@ -535,12 +661,14 @@ def main(argv: list[str] | None = None) -> int:
                     flush=True,
                 )
         loads.append(tuple(round(x, 2) for x in os.getloadavg()))
-        print_report(results, args, loads)
+        print_report(results, args, databases, loads)
         return 0
     finally:
         if spark is not None:
             spark.stop()
         broker.stop()
+        if postgres is not None:
+            postgres.stop()
         shutil.rmtree(work, ignore_errors=True)
 
 

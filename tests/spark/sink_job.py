@@ -5,7 +5,11 @@ The sink chaos tests run it twice on the same checkpoint: first with a crash poi
 process group (the Python driver and its JVM), then without, to finish the input.
 
 python tests/spark/sink_job.py --bootstrap H:P --topic T --checkpoint DIR
-    (--database-url URL [--mode append] | --output-topic OUT) --sink-id ID
+    (--database-url URL [--mode append[,accumulate]] [--strategy direct] | --output-topic OUT)
+    --sink-id ID
+
+With several modes, one query per mode runs in the same session (sink ids
+``<ID>-<mode>``, checkpoints under ``DIR/<sink id>``): a crash point takes down both.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ def main() -> None:
     parser.add_argument("--sink-id", required=True)
     parser.add_argument("--database-url")
     parser.add_argument("--mode", default="append")
+    parser.add_argument("--strategy", default="direct")
     parser.add_argument("--output-topic")
     parser.add_argument("--starting-offsets", default="earliest")
     parser.add_argument("--max-offsets-per-trigger", default="40")
@@ -60,21 +65,25 @@ def main() -> None:
         args.starting_offsets,
         maxOffsetsPerTrigger=args.max_offsets_per_trigger,
     )
+    writers = []
     if args.database_url:
-        if args.mode == "append":
-            frame = orders
-        else:
-            frame = orders.select(
-                "store", F.col("amount").alias("revenue"), F.lit(1).alias("orders")
+        for mode in args.mode.split(","):  # one query per mode, each with its own checkpoint
+            if mode == "append":
+                frame = orders
+            else:
+                frame = orders.select(
+                    "store", F.col("amount").alias("revenue"), F.lit(1).alias("orders")
+                )
+            writer = (
+                frame.writeStream.format("onceflow-database")
+                .option("url", args.database_url)
+                .option("table", "orders_out" if mode == "append" else "store_revenue")
+                .option("mode", mode)
+                .option("strategy", args.strategy)
             )
-        writer = (
-            frame.writeStream.format("onceflow-database")
-            .option("url", args.database_url)
-            .option("table", "orders_out" if args.mode == "append" else "store_revenue")
-            .option("mode", args.mode)
-        )
-        if args.mode != "append":
-            writer = writer.option("keyColumns", "store")
+            if mode != "append":
+                writer = writer.option("keyColumns", "store")
+            writers.append((f"{args.sink_id}-{mode}", writer))
     else:
         writer = (
             orders.select(
@@ -85,14 +94,17 @@ def main() -> None:
             .option("kafka.bootstrap.servers", args.bootstrap)
             .option("topic", args.output_topic)
         )
-    query = (
-        writer.option("sinkId", args.sink_id)
-        .option("checkpointLocation", args.checkpoint)
+        writers.append((args.sink_id, writer))
+    queries = [
+        writer.option("sinkId", sink_id)
+        .option("checkpointLocation", os.path.join(args.checkpoint, sink_id))
         .trigger(availableNow=True)
         .start()
-    )
-    query.awaitTermination()
-    print(f"done batches={query.lastProgress['batchId'] if query.lastProgress else None}")
+        for sink_id, writer in writers
+    ]
+    for query in queries:
+        query.awaitTermination()
+        print(f"done batches={query.lastProgress['batchId'] if query.lastProgress else None}")
     spark.stop()
 
 

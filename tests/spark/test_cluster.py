@@ -4,8 +4,9 @@ A Spark master and two workers (one core, 768 MB each) are started from the pysp
 installation (``bin/spark-class``) on 127.0.0.1. The job (``cluster_job.py``) runs in its
 own driver process against that master and writes an orders topic to PostgreSQL
 (``onceflow-database``) and to a Kafka topic (``onceflow-kafka``). Pause points stop one
-task of each query in the middle of batch 1 (the database task after staging its rows, the
-Kafka task inside its open transaction); the test then SIGKILLs the executor JVM running
+task of each query in the middle of batch 1 (the database task inside its open transaction
+after writing its rows straight into the table, the Kafka task inside its open
+transaction); the test then SIGKILLs the executor JVM running
 each paused task (and the paused Python worker). Spark reruns the lost tasks on the
 other executor, or on the executor the worker starts in place of the killed one. The
 audit (``onceflow.verify``) then checks that every order is in the table and in the
@@ -36,7 +37,7 @@ pytestmark = [pytest.mark.spark, pytest.mark.slow]
 JOB = Path(__file__).with_name("cluster_job.py")
 ROOT = JOB.parents[2]
 ORDERS = 1200  # 4 batches of maxOffsetsPerTrigger=300 per query
-PAUSED_STEPS = ("database.after_stage", "kafka.before_task_commit")
+PAUSED_STEPS = ("database.before_task_commit", "kafka.before_task_commit")
 
 
 def _free_port() -> int:

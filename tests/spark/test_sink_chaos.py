@@ -15,7 +15,7 @@ import pytest
 from onceflow.verify.run import run_verify
 from tests.postgres import postgres_server, postgres_url  # noqa: F401  (fixtures)
 from tests.spark.conftest import create_topic
-from tests.spark.sink_helpers import make_orders
+from tests.spark.sink_helpers import expected_totals, make_orders
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
@@ -57,31 +57,49 @@ def crash_and_restart(tmp_path: Path, crashes: list[str], *args: str) -> None:
 
 
 @pytest.mark.parametrize(
-    "database,crashes",
+    "database,strategy,crashes",
     [
+        # A direct task committed, then between the DB commit and Spark's commit.
+        ("sqlite", "direct", ["database.after_task_commit@1/1", "database.after_commit@2"]),
         # mid-batch (one task staged), then between the DB commit and Spark's commit
-        ("sqlite", ["database.after_stage@1/1", "database.after_commit@2"]),
-        ("postgresql", ["database.after_commit@1"]),
+        ("sqlite", "staged", ["database.after_stage@1/1", "database.after_commit@2"]),
+        # inside a direct task's open transaction (rolled back when the connection drops)
+        ("postgresql", "direct", ["database.before_task_commit@1/0"]),
+        ("postgresql", "staged", ["database.after_commit@1"]),
     ],
 )
 def test_database_sink_survives_driver_kills(
-    request, kafka_broker, topic, tmp_path, database, crashes
+    request, kafka_broker, topic, tmp_path, database, strategy, crashes
 ):
-    if database == "postgresql":
-        url = request.getfixturevalue("postgres_url")
-    else:
-        url = f"sqlite:///{tmp_path / 'out.db'}"
+    """An append query and an accumulate query (per-store totals) in one driver: the
+    first to reach the crash point takes both down."""
+    url = database_url(request, tmp_path, database)
     bootstrap = kafka_broker.bootstrap
-    make_orders(bootstrap, topic, ORDERS)
+    orders = make_orders(bootstrap, topic, ORDERS)
     args = ["--bootstrap", bootstrap, "--topic", topic, "--checkpoint", str(tmp_path / "cp")]
-    args += ["--sink-id", "orders-out", "--database-url", url]
-    crash_and_restart(tmp_path, crashes, *args)
+    args += ["--sink-id", "orders", "--database-url", url, "--strategy", strategy]
+    crash_and_restart(tmp_path, crashes, *args, "--mode", "append,accumulate")
     report = run_verify(
         bootstrap, topic, id_field="order_id", key_field="store", database_url=url,
         table="orders_out", timeout=30,
     )  # fmt: skip
     assert report.ok, report.to_json()
     assert report.sinks[0].records == ORDERS
+    rows = database_rows(url, "SELECT store, revenue, orders FROM store_revenue")
+    assert {store: (revenue, count) for store, revenue, count in rows} == expected_totals(orders)
+
+
+def database_url(request, tmp_path: Path, database: str) -> str:
+    if database == "postgresql":
+        return request.getfixturevalue("postgres_url")
+    return f"sqlite:///{tmp_path / 'out.db'}"
+
+
+def database_rows(url: str, sql: str) -> list[tuple]:
+    from onceflow.patterns.db import Database
+
+    with Database(url) as db:
+        return [tuple(row) for row in db.execute(sql).fetchall()]
 
 
 def test_kafka_sink_survives_driver_kills(txn_broker, topic, tmp_path):

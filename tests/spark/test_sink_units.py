@@ -15,6 +15,8 @@ from onceflow.spark.database_sink import (
 )
 from onceflow.spark.kafka_sink import KafkaSinkError, parse_kafka_options
 from onceflow.spark.murmur2 import kafka_partition, murmur2
+from onceflow.spark.sink_direct import prepare_rows
+from onceflow.spark.sink_ledger import LastCommit, TaskWrite, task_write
 from onceflow.spark.sink_tables import SinkTable, SinkTableError
 
 A0, A1 = ("a", 0), ("a", 1)
@@ -109,3 +111,59 @@ def test_murmur2_matches_kafka():
     assert murmur2(b"a-little-bit-long-string") == -985981536
     assert murmur2(b"lkjh234lh9fiuh90y23oiuhsafujhadof229phr9h19h89h8") == -58897971
     assert 0 <= kafka_partition(b"store-7", 12) < 12
+
+
+def test_strategy_and_lock_timeout_options():
+    base = {"url": "sqlite:///x", "table": "t", "sinkId": "s", "checkpointLocation": "/cp"}
+    assert parse_database_options(base, True).strategy == "direct"
+    assert parse_database_options({**base, "STRATEGY": "Staged"}, True).strategy == "staged"
+    with pytest.raises(DatabaseSinkError, match=r"^strategy 'atomic': use direct .* or staged"):
+        parse_database_options({**base, "strategy": "atomic"}, True)
+    with pytest.raises(DatabaseSinkError, match=r"^lockTimeoutMs must be positive"):
+        parse_database_options({**base, "lockTimeoutMs": "0"}, True)
+
+
+def test_task_write_decision():
+    last = LastCommit("q1", 4)
+    assert task_write(None, "q1", 0, new_sink=True) is TaskWrite.DIRECT  # nothing stored yet
+    assert task_write(None, "q1", 3) is TaskWrite.STAGE  # offsets of no batch of a query
+    assert task_write(last, "q2", 5) is TaskWrite.STAGE  # another query (new checkpoint)
+    assert task_write(last, "q1", 5) is TaskWrite.DIRECT  # the next batch of the same query
+    assert task_write(last, "q1", 4) is TaskWrite.SKIP  # a replay of a committed batch
+    assert task_write(last, "q1", 7) is TaskWrite.STAGE  # not where the database ends
+
+
+def _batch(rows: list[tuple]):
+    import pyarrow as pa
+
+    store, revenue, orders = zip(*rows, strict=True)
+    return pa.record_batch(
+        [pa.array(store), pa.array(revenue, pa.int64()), pa.array(orders, pa.int64())],
+        names=["store", "revenue", "orders"],
+    )
+
+
+def test_direct_rows_are_merged_per_task_and_sorted_by_key():
+    batches = [_batch([("b", 5, 1), ("a", 1, 1)]), _batch([("b", 2, 1), ("c", None, 1)])]
+    accumulate = SinkTable.build("t", SCHEMA, "accumulate", ("store",), "sqlite")
+    assert prepare_rows(accumulate, iter(batches)) == (
+        4,
+        [("a", 1, 1), ("b", 7, 2), ("c", None, 1)],
+    )
+    upsert = SinkTable.build("t", SCHEMA, "upsert", ("store",), "postgresql")
+    assert prepare_rows(upsert, iter(batches))[1] == [("a", 1, 1), ("b", 2, 1), ("c", None, 1)]
+    append = SinkTable.build("t", SCHEMA, "append", (), "sqlite")
+    assert prepare_rows(append, iter(batches))[1] == [
+        ("b", 5, 1), ("a", 1, 1), ("b", 2, 1), ("c", None, 1)
+    ]  # fmt: skip
+    assert prepare_rows(append, iter([])) == (0, [])
+
+
+def test_direct_insert_sql():
+    accumulate = SinkTable.build("t", SCHEMA, "accumulate", ("store",), "sqlite")
+    sql = accumulate.insert_sql()
+    assert 'ON CONFLICT ("store") DO UPDATE SET' in sql
+    assert '"revenue" = COALESCE(onceflow_target."revenue", 0) + COALESCE(excluded' in sql
+    upsert = SinkTable.build("t", SCHEMA, "upsert", ("store",), "sqlite").insert_sql()
+    assert '"revenue" = excluded."revenue"' in upsert
+    assert "ON CONFLICT" not in SinkTable.build("t", SCHEMA, "append", (), "sqlite").insert_sql()

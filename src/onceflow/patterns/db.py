@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import sqlite3
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -214,6 +214,18 @@ class Database:
             else:
                 with self._conn.cursor() as cursor:
                     cursor.executemany(self.sql(statement), rows)
+        except self._errors() as error:
+            raise self._translate(error, statement) from error
+
+    def copy_rows(self, statement: str, rows: Iterable[Params]) -> None:
+        """PostgreSQL ``COPY ... FROM STDIN`` of ``rows`` (several times faster than
+        ``executemany``); inside ``transaction()`` it is part of the transaction."""
+        if self.dialect != "postgresql":
+            raise DatabaseError("COPY is only available on PostgreSQL")
+        try:
+            with self._conn.cursor() as cursor, cursor.copy(statement) as copy:
+                for row in rows:
+                    copy.write_row(row)
         except self._errors() as error:
             raise self._translate(error, statement) from error
 

@@ -82,3 +82,14 @@ def previous_offsets(checkpoint: str, batch_id: int) -> OffsetMap | None:
         return batch_offsets(checkpoint, batch_id - 1)
     except CheckpointError:
         return None  # purged by Spark (minBatchesToRetain) or never written
+
+
+def query_id(checkpoint: str) -> str:
+    """The streaming query's id from ``<checkpoint>/metadata`` (Spark writes it when the
+    query first starts; tasks see the same id as their ``sql.streaming.queryId``)."""
+    path = os.path.join(local_path(checkpoint), "metadata")
+    try:
+        with open(path, encoding="utf-8") as file:
+            return str(json.loads(file.readline())["id"])
+    except (OSError, ValueError, KeyError, TypeError) as error:
+        raise CheckpointError(f"cannot read the query id from {path}: {error}") from None

@@ -21,7 +21,9 @@ executor JVM on a Spark cluster) while the task is in the middle of a batch::
 
 Only the first process to reach a step pauses (a retried task goes on).
 
-Steps: ``database.after_stage``, ``database.before_commit``, ``database.after_commit``,
+Steps: ``database.after_stage`` (a staging task), ``database.before_task_commit`` (a
+direct task, inside its open transaction), ``database.after_task_commit`` (a direct
+task), ``database.before_commit`` and ``database.after_commit`` (the driver),
 ``kafka.before_task_commit`` (inside the task's open transaction),
 ``kafka.after_task_commit``, ``kafka.before_commit``.
 """

@@ -1,9 +1,17 @@
 """``format("onceflow-database")``: an exactly-once database sink (SQLite, PostgreSQL).
 
-Executors *stage* their rows: each task inserts its rows into a staging table, tagged
-with (sinkId, batchId, task partition, a random write id), in its own transaction, and
-returns a commit message naming what it staged. The driver's ``commit(messages,
-batchId)`` then, in ONE database transaction:
+Two strategies (option ``strategy``):
+
+``direct`` (the default): each task writes its rows straight into the target table,
+together with a marker (sinkId, batchId, task partition), in ONE transaction of its own
+(``sink_direct``); a task attempt that finds its marker writes nothing. The driver's
+``commit(messages, batchId)`` then stores the batch's end offsets. A batch becomes
+visible task by task. Tasks write directly only when the stored offsets are exactly
+where their batch starts (``sink_ledger``); otherwise (the first batch of a query, a
+query on a new checkpoint) they stage, as below.
+
+``staged``: executors *stage* their rows (``sink_staging``) and the driver promotes them
+with the offsets in ONE transaction: a batch becomes visible all at once. The driver:
 
 1. locks the sink's rows of ``onceflow_sink_offsets`` (``SELECT ... FOR UPDATE``;
    SQLite: ``BEGIN IMMEDIATE``),
@@ -32,19 +40,28 @@ from pyspark.sql.datasource import (
     DataSourceStreamArrowWriter,
     DataSourceStreamWriter,
     DataSourceWriter,
-    WriterCommitMessage,
 )
 from pyspark.sql.types import StructType
 
 from onceflow.spark import crash
-from onceflow.spark.checkpoint import batch_offsets, previous_offsets
+from onceflow.spark.checkpoint import batch_offsets, previous_offsets, query_id
 from onceflow.spark.offsets import OffsetMap, to_json
+from onceflow.spark.sink_direct import DirectWrite, write_task
+from onceflow.spark.sink_ledger import (
+    UnfinishedBatch,
+    direct_rows,
+    forget_commit,
+    lock_sink,
+    record_commit,
+    unfinished_tasks,
+)
+from onceflow.spark.sink_staging import StagedWrite, connect
 from onceflow.spark.sink_tables import OFFSETS_DDL, OFFSETS_TABLE, SinkTable
 
 log = logging.getLogger(__name__)
 
 SINK_ID = re.compile(r"[A-Za-z0-9._-]{1,200}")
-STAGE_CHUNK_ROWS = 20_000  # rows a task stages per database transaction
+STRATEGIES = ("direct", "staged")
 NO_KAFKA_TOPIC = ""  # offsets row for sources without Kafka offsets: batch-id protection
 _KNOWN = {
     "url",
@@ -54,6 +71,7 @@ _KNOWN = {
     "sinkid",
     "checkpointlocation",
     "locktimeoutms",
+    "strategy",
     "path",
     "queryname",  # Spark passes writeStream.queryName(...) to the sink as an option
 }
@@ -76,6 +94,7 @@ class DatabaseSinkOptions:
     sink_id: str
     checkpoint: str | None
     lock_timeout_ms: int
+    strategy: str = "direct"
 
 
 def parse_database_options(options: Mapping[str, Any], streaming: bool) -> DatabaseSinkOptions:
@@ -84,7 +103,8 @@ def parse_database_options(options: Mapping[str, Any], streaming: bool) -> Datab
     if unknown:
         raise DatabaseSinkError(
             f"unknown option(s) {unknown} for onceflow-database "
-            f"(known: url, table, mode, keyColumns, sinkId, checkpointLocation, lockTimeoutMs)"
+            "(known: url, table, mode, keyColumns, strategy, sinkId, checkpointLocation, "
+            "lockTimeoutMs)"
         )
     for required in ("url", "table"):
         if not opts.get(required):
@@ -111,6 +131,14 @@ def parse_database_options(options: Mapping[str, Any], streaming: bool) -> Datab
         lock_timeout = int(opts.get("locktimeoutms", "60000"))
     except ValueError:
         raise DatabaseSinkError("lockTimeoutMs must be an integer (milliseconds)") from None
+    if lock_timeout <= 0:
+        raise DatabaseSinkError(f"lockTimeoutMs must be positive, not {lock_timeout}")
+    strategy = opts.get("strategy", "direct").lower()
+    if strategy not in STRATEGIES:
+        raise DatabaseSinkError(
+            f"strategy {opts['strategy']!r}: use direct (each task commits its rows) or "
+            "staged (the driver makes each batch visible at once)"
+        )
     return DatabaseSinkOptions(
         url=opts["url"],
         table=opts["table"],
@@ -119,16 +147,7 @@ def parse_database_options(options: Mapping[str, Any], streaming: bool) -> Datab
         sink_id=sink_id,
         checkpoint=opts.get("checkpointlocation"),
         lock_timeout_ms=lock_timeout,
-    )
-
-
-def _connect(options: DatabaseSinkOptions) -> Any:
-    from onceflow.patterns.db import Database
-
-    return Database(
-        options.url,
-        lock_timeout_ms=options.lock_timeout_ms,
-        statement_timeout_ms=max(300_000, options.lock_timeout_ms),
+        strategy=strategy,
     )
 
 
@@ -177,121 +196,11 @@ def _batch_offsets(checkpoint: str, batch_id: int) -> tuple[OffsetMap | None, Of
     return previous_offsets(checkpoint, batch_id), end
 
 
-# -- executors --------------------------------------------------------------------------
-
-
-@dataclass
-class StagedWrite(WriterCommitMessage):
-    """What one task staged: rows tagged (sink_id, batch_id, partition, write_id)."""
-
-    sink_id: str
-    batch_id: int
-    partition: int
-    write_id: str
-    rows: int
-
-
-def _stage(options: DatabaseSinkOptions, table: SinkTable, batches: Iterator[Any]) -> StagedWrite:
-    from pyspark import TaskContext
-
-    context = TaskContext.get()
-    partition = context.partitionId() if context else 0
-    batch_prop = context.getLocalProperty("streaming.sql.batchId") if context else None
-    batch_id = int(batch_prop) if batch_prop is not None else -1
-    write_id = uuid.uuid4().hex
-    rows = 0
-    stager: _Stager | _CopyStager
-    if table.dialect == "postgresql":
-        stager = _CopyStager(options, table)
-    else:
-        stager = _Stager(options, table)
-    try:
-        for chunk in _chunks(batches, STAGE_CHUNK_ROWS):
-            staged: list[tuple] = []
-            for batch in chunk:
-                staged += table.stage_rows(
-                    options.sink_id, batch_id, partition, write_id, rows, batch
-                )
-                rows += batch.num_rows
-            # A short transaction per chunk: on SQLite the write lock is held while rows
-            # are inserted, not while the task waits for its input (the other tasks'
-            # staging would wait for all of this task's input otherwise). A task that
-            # fails after some chunks sends no commit message: its rows are never promoted
-            # and are deleted with the batch's staged rows.
-            stager.write(staged)
-    finally:
-        stager.close()
-    crash.reached("database.after_stage", batch_id, partition)
-    return StagedWrite(options.sink_id, batch_id, partition, write_id, rows)
-
-
-class _Stager:
-    """Staged rows in with ``executemany``, one transaction per chunk."""
-
-    def __init__(self, options: DatabaseSinkOptions, table: SinkTable) -> None:
-        self.db = _connect(options)
-        self.statement = table.stage_sql()
-
-    def write(self, rows: list[tuple]) -> None:
-        with self.db.transaction() as tx:
-            tx.executemany(self.statement, rows)
-
-    def close(self) -> None:
-        self.db.close()
-
-
-class _CopyStager:
-    """PostgreSQL: staged rows in with ``COPY ... FROM STDIN`` (several times faster than
-    ``executemany``), one transaction per chunk."""
-
-    def __init__(self, options: DatabaseSinkOptions, table: SinkTable) -> None:
-        import psycopg
-
-        from onceflow.patterns.db import DatabaseUrl
-
-        self.connection = psycopg.connect(
-            DatabaseUrl.parse(options.url).target, autocommit=True, connect_timeout=10
-        )
-        self.connection.execute(f"SET lock_timeout = {int(options.lock_timeout_ms)}")
-        self.statement = table.copy_sql()
-
-    def write(self, rows: list[tuple]) -> None:
-        with (
-            self.connection.transaction(),
-            self.connection.cursor() as cursor,
-            cursor.copy(self.statement) as copy,
-        ):
-            for row in rows:
-                copy.write_row(row)
-
-    def close(self) -> None:
-        try:
-            self.connection.close()
-        except Exception:  # closing a broken connection must not mask the real error
-            pass
-
-
-def _chunks(batches: Iterator[Any], rows: int) -> Iterator[list[Any]]:
-    """Non-empty Arrow batches grouped into lists of about ``rows`` rows."""
-    chunk: list[Any] = []
-    size = 0
-    for batch in batches:
-        if batch.num_rows == 0:
-            continue
-        chunk.append(batch)
-        size += batch.num_rows
-        if size >= rows:
-            yield chunk
-            chunk, size = [], 0
-    if chunk:
-        yield chunk
-
-
 # -- driver -----------------------------------------------------------------------------
 
 
 def _create_tables(options: DatabaseSinkOptions, table: SinkTable) -> None:
-    db = _connect(options)
+    db = connect(options)
     try:
         db.script(table.ddl())
     finally:
@@ -366,15 +275,20 @@ def _cleanup(
 def commit_batch(
     options: DatabaseSinkOptions,
     table: SinkTable,
-    messages: list[StagedWrite | None],
+    messages: list[StagedWrite | DirectWrite | None],
     batch_id: int,
     overwrite: bool = False,
 ) -> bool:
-    """Promote a streaming batch with its offsets in one transaction; False if a replay."""
+    """Store a streaming batch's offsets (promoting its staged rows) in one transaction.
+
+    Returns False when the batch was already in the database (a replay).
+    """
     assert options.checkpoint is not None
     start, end = _batch_offsets(options.checkpoint, batch_id)
-    writes = [m for m in messages if m is not None]
-    db = _connect(options)
+    query = query_id(options.checkpoint)
+    staged = [m for m in messages if isinstance(m, StagedWrite)]
+    direct = [m for m in messages if isinstance(m, DirectWrite)]
+    db = connect(options)
     try:
         with db.transaction() as tx:
             for topic, partition in sorted(end):
@@ -389,20 +303,35 @@ def commit_batch(
                 (options.sink_id,),
             )
             stored = {(t, p): o for t, p, o, b in rows if b >= 0}
+            lock_sink(tx, options.sink_id, exclusive=True)  # waits for direct task writes
+            _check_unfinished(tx, options.sink_id, query, batch_id)
+            written = _check_direct(tx, options.sink_id, query, batch_id, direct)
             apply = plan_batch(stored, start, end)
             if apply:
                 if overwrite:
                     tx.execute(f"DELETE FROM {table.target}")
-                promoted = _promote(tx, table, options.sink_id, batch_id, writes)
+                promoted = _promote(tx, table, options.sink_id, batch_id, staged)
                 for (topic, partition), offset in sorted(end.items()):
                     tx.execute(
                         f"UPDATE {OFFSETS_TABLE} SET next_offset = ?, batch_id = ? "
                         'WHERE sink_id = ? AND topic = ? AND "partition" = ?',
                         (offset, batch_id, options.sink_id, topic, partition),
                     )
-                log.info("sink %s batch %d: %d rows committed", options.sink_id, batch_id, promoted)
-                _cleanup(tx, table, options.sink_id, batch_id, promoted)
+                log.info(
+                    "sink %s batch %d: %d rows promoted, %d written by tasks",
+                    options.sink_id,
+                    batch_id,
+                    promoted,
+                    written,
+                )
+                record_commit(tx, options.sink_id, query, batch_id)
+                _cleanup(tx, table, options.sink_id, batch_id, promoted if staged else None)
             else:
+                if written:
+                    raise RuntimeError(
+                        f"sink {options.sink_id} batch {batch_id}: tasks wrote {written} rows "
+                        "directly, but the batch's offsets are already in the database"
+                    )
                 tx.execute(
                     f"DELETE FROM {OFFSETS_TABLE} WHERE sink_id = ? AND batch_id = -1",
                     (options.sink_id,),
@@ -412,6 +341,10 @@ def commit_batch(
                     options.sink_id,
                     batch_id,
                 )
+                if all(stored.get(tp) == offset for tp, offset in end.items()):
+                    record_commit(tx, options.sink_id, query, batch_id)
+                else:  # a query still replaying what the database holds: keep staging
+                    forget_commit(tx, options.sink_id)
                 _cleanup(tx, table, options.sink_id, batch_id)
             crash.reached("database.before_commit", batch_id)
     finally:
@@ -420,8 +353,39 @@ def commit_batch(
     return apply
 
 
+def _check_unfinished(tx: Any, sink_id: str, query: str, batch_id: int) -> None:
+    """Refuse to go on when tasks of another batch committed rows whose offsets were never
+    stored: their input would be read again and written twice."""
+    unfinished = unfinished_tasks(tx, sink_id, query, batch_id)
+    if not unfinished:
+        return
+    other_query, other_batch, _ = unfinished[0]
+    partitions = sorted(p for q, b, p in unfinished if (q, b) == (other_query, other_batch))
+    raise UnfinishedBatch(
+        f"sinkId {sink_id!r}: task partitions {partitions} of batch {other_batch} of "
+        f"streaming query {other_query} wrote their rows into the table, but that query "
+        "stopped before the batch's offsets were stored (was its checkpoint deleted?). "
+        "Restart that query on its checkpoint to finish the batch, or accept those rows "
+        f"as they are with DELETE FROM onceflow_sink_tasks WHERE sink_id = '{sink_id}'"
+    )
+
+
+def _check_direct(
+    tx: Any, sink_id: str, query: str, batch_id: int, writes: list[DirectWrite]
+) -> int:
+    """Rows the batch's tasks wrote directly; raises unless each task's marker is there."""
+    markers = direct_rows(tx, sink_id, query, batch_id)
+    for write in writes:
+        if write.rows and not write.skipped and markers.get(write.partition) != write.rows:
+            raise RuntimeError(
+                f"sink {sink_id} batch {batch_id}: task partition {write.partition} wrote "
+                f"{write.rows} rows but its marker says {markers.get(write.partition)}"
+            )
+    return sum(w.written for w in writes)
+
+
 def abort_batch(options: DatabaseSinkOptions, table: SinkTable, batch_id: int) -> None:
-    db = _connect(options)
+    db = connect(options)
     try:
         with db.transaction() as tx:
             tx.execute(table.abort_sql(), (options.sink_id, batch_id))
@@ -435,8 +399,10 @@ class DatabaseStreamWriter(DataSourceStreamArrowWriter):
         self.table = table
         self.overwrite = overwrite
 
-    def write(self, iterator: Iterator[Any]) -> StagedWrite:
-        return _stage(self.options, self.table, iterator)
+    def write(self, iterator: Iterator[Any]) -> StagedWrite | DirectWrite:
+        # Complete output mode replaces the table each batch: only staging can do that.
+        direct = self.options.strategy == "direct" and not self.overwrite
+        return write_task(self.options, self.table, iterator, direct)
 
     def commit(self, messages: list[Any], batchId: int) -> None:
         commit_batch(self.options, self.table, messages, batchId, self.overwrite)
@@ -453,12 +419,12 @@ class DatabaseBatchWriter(DataSourceArrowWriter):
         self.table = table
         self.overwrite = overwrite
 
-    def write(self, iterator: Iterator[Any]) -> StagedWrite:
-        return _stage(self.options, self.table, iterator)
+    def write(self, iterator: Iterator[Any]) -> StagedWrite | DirectWrite:
+        return write_task(self.options, self.table, iterator, direct=False)
 
     def commit(self, messages: list[Any]) -> None:
         writes = [m for m in messages if m is not None]
-        db = _connect(self.options)
+        db = connect(self.options)
         try:
             with db.transaction() as tx:
                 if self.overwrite:

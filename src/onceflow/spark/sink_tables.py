@@ -30,8 +30,9 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
+from onceflow.spark.sink_ledger import COMMITS_DDL, OFFSETS_TABLE, TASKS_DDL
+
 MODES = ("append", "upsert", "accumulate")
-OFFSETS_TABLE = "onceflow_sink_offsets"
 # Columns the staging table adds in front of the data columns.
 STAGE_COLUMNS = ("onceflow_sink_id", "onceflow_batch_id", "onceflow_partition", "onceflow_write_id")
 STAGE_SEQ = "onceflow_seq"
@@ -187,6 +188,8 @@ class SinkTable:
             "onceflow_partition INTEGER NOT NULL, onceflow_write_id TEXT NOT NULL, "
             f"onceflow_seq BIGINT NOT NULL, {', '.join(column_defs)})",
             OFFSETS_DDL,
+            COMMITS_DDL,
+            TASKS_DDL,
         ]
 
     # -- staging (executors) -------------------------------------------------------------
@@ -208,19 +211,58 @@ class SinkTable:
     ) -> list[tuple]:
         """Rows of one Arrow record batch, tagged for the staging table.
 
-        Built column-wise and zipped in C: the tag columns are repeats, and only the
-        columns SQLite cannot bind (decimals, dates, timestamps) are converted value by
-        value.
+        The tag columns are repeats zipped in C with the data columns (see ``rows``).
         """
         n = batch.num_rows
+        tag = (repeat(sink_id, n), repeat(batch_id, n), repeat(partition, n), repeat(write_id, n))
+        return list(zip(*tag, range(seq, seq + n), *self._values(batch), strict=True))
+
+    def rows(self, data: Any) -> list[tuple]:
+        """Rows of an Arrow record batch or table, in the table's column order."""
+        return list(zip(*self._values(data), strict=True))
+
+    def _values(self, data: Any) -> list[list[Any]]:
+        """Python values column by column: only the columns SQLite cannot bind (decimals,
+        dates, timestamps) are converted value by value."""
         columns = []
-        for column in batch.columns:
+        for column in data.columns:
             values = column.to_pylist()
             if self.dialect == "sqlite" and _needs_sqlite_conversion(column.type):
                 values = [_sqlite_value(v) for v in values]
             columns.append(values)
-        tag = (repeat(sink_id, n), repeat(batch_id, n), repeat(partition, n), repeat(write_id, n))
-        return list(zip(*tag, range(seq, seq + n), *columns, strict=True))
+        return columns
+
+    # -- direct writes (executors) -------------------------------------------------------
+
+    def copy_target_sql(self) -> str:
+        """PostgreSQL ``COPY`` of rows straight into the target table (append mode)."""
+        return f"COPY {self.target} ({', '.join(quote(c) for c in self.columns)}) FROM STDIN"
+
+    def insert_sql(self) -> str:
+        """INSERT of one row into the target table, merged by mode on a key conflict."""
+        cols = ", ".join(quote(c) for c in self.columns)
+        values = f"VALUES ({', '.join('?' for _ in self.columns)})"
+        if self.mode == "append":
+            return f"INSERT INTO {self.target} ({cols}) {values}"
+        return (
+            f"INSERT INTO {self.target} AS onceflow_target ({cols}) {values} "
+            f"ON CONFLICT ({', '.join(quote(k) for k in self.keys)}) {self._merge()}"
+        )
+
+    def _merge(self) -> str:
+        """What a key conflict does: replace (upsert) or add up (accumulate) the values."""
+        values = [c for c in self.columns if c not in self.keys]
+        if not values:
+            return "DO NOTHING"
+        if self.mode == "upsert":
+            update = ", ".join(f"{quote(c)} = excluded.{quote(c)}" for c in values)
+        else:
+            update = ", ".join(
+                f"{quote(c)} = COALESCE(onceflow_target.{quote(c)}, 0) "
+                f"+ COALESCE(excluded.{quote(c)}, 0)"
+                for c in values
+            )
+        return f"DO UPDATE SET {update}"
 
     # -- promote (driver) ----------------------------------------------------------------
 
@@ -249,7 +291,6 @@ class SinkTable:
                 f"ORDER BY onceflow_partition DESC, onceflow_seq DESC) AS onceflow_rank "
                 f"{staged}) AS onceflow_ranked WHERE onceflow_rank = 1"
             )
-            update = ", ".join(f"{quote(c)} = excluded.{quote(c)}" for c in values)
         else:  # accumulate
             sums = ", ".join(f"SUM({quote(c)}) AS {quote(c)}" for c in values)
             selected = ", ".join(x for x in (keys, sums) if x)
@@ -257,15 +298,9 @@ class SinkTable:
                 f"SELECT {cols} FROM (SELECT {selected} {staged} GROUP BY {keys}) "
                 "AS onceflow_batch WHERE true"
             )
-            update = ", ".join(
-                f"{quote(c)} = COALESCE(onceflow_target.{quote(c)}, 0) "
-                f"+ COALESCE(excluded.{quote(c)}, 0)"
-                for c in values
-            )
-        conflict = f"DO UPDATE SET {update}" if values else "DO NOTHING"
         return (
             f"INSERT INTO {self.target} AS onceflow_target ({cols}) {source} "
-            f"ON CONFLICT ({keys}) {conflict}"
+            f"ON CONFLICT ({keys}) {self._merge()}"
         )
 
     def staged_counts_sql(self, write_ids: int) -> str:

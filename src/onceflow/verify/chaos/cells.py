@@ -341,8 +341,10 @@ def run_spark(
         "--input", names.input, "--checkpoint", str(cell_dir / "checkpoint"),
         "--sink-id", names.prefix, "--max-offsets-per-trigger", "10",
     ]  # fmt: skip
-    if scenario.pattern == "database_sink":
+    if scenario.pattern.startswith("database_sink"):
         command += ["--database-url", database_url]
+        if scenario.pattern.endswith("_staged"):
+            command += ["--strategy", "staged"]
     else:
         command += ["--output-topic", names.output]
     log_path = cell_dir / "spark.log"

@@ -269,9 +269,27 @@ RELAY = Scenario(
 )
 
 SPARK = (
+    # occurrence: the batch id; with strategy direct the tasks of batch 1 write straight
+    # into the table.
     Scenario(
         "spark/database_sink",
-        "Spark exactly-once database sink",
+        "Spark exactly-once database sink, strategy direct (tasks commit their rows)",
+        ("db",),
+        tuple(
+            Cell(step, step, {"db": OK}, occurrence=1, quick=step == "database.after_task_commit")
+            for step in (
+                "database.before_task_commit",
+                "database.after_task_commit",
+                "database.before_commit",
+                "database.after_commit",
+            )
+        ),
+        exactly_once=True,
+        source="docs/spark.md",
+    ),
+    Scenario(
+        "spark/database_sink_staged",
+        "Spark exactly-once database sink, strategy staged (the driver promotes each batch)",
         ("db",),
         tuple(
             Cell(step, step, {"db": OK}, occurrence=1, quick=step == "database.after_commit")

@@ -1,7 +1,8 @@
 """The Spark cells' job: events from the input topic into an exactly-once onceflow sink.
 
     python -m onceflow.verify.chaos.spark_job --bootstrap H:P --input TOPIC --checkpoint DIR
-        --sink-id ID (--database-url URL | --output-topic TOPIC) [--max-offsets-per-trigger N]
+        --sink-id ID (--database-url URL [--strategy direct|staged] | --output-topic TOPIC)
+        [--max-offsets-per-trigger N]
 
 Runs ``Trigger.AvailableNow`` on ``local[2]``: the whole input, then exit 0. With
 ``ONCEFLOW_SPARK_CRASH_AT`` set (see ``onceflow.spark.crash``) the process group (Python
@@ -37,6 +38,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--checkpoint", required=True)
     parser.add_argument("--sink-id", required=True)
     parser.add_argument("--database-url")
+    parser.add_argument("--strategy", choices=("direct", "staged"), default="direct")
     parser.add_argument("--output-topic")
     parser.add_argument("--max-offsets-per-trigger", default="10")
     parser.add_argument("--master", default="local[2]")
@@ -82,6 +84,7 @@ def main(argv: list[str] | None = None) -> int:
             .option("url", args.database_url)
             .option("table", TABLE)
             .option("mode", "append")
+            .option("strategy", args.strategy)
         )
     else:
         writer = (
