@@ -24,7 +24,6 @@ import sys
 import threading
 import time
 from collections import defaultdict
-from dataclasses import dataclass
 from pathlib import Path
 
 from confluent_kafka import Consumer, TopicPartition
@@ -220,13 +219,15 @@ class Confirmations:
         self.consumer.close()
 
 
-@dataclass
 class Timeline:
-    generator_started: float = 0.0
-    generator_finished: float = 0.0
-    killed_at: float | None = None  # time.time() of the SIGKILL
-    unfinished_batch: int | None = None  # the revenue batch the kill interrupted
-    caught_up_after_kill: float | None = None  # seconds from the kill to no backlog
+    """When things happened during a run (a plain class: tests import this file by path)."""
+
+    def __init__(self) -> None:
+        self.generator_started = 0.0
+        self.generator_finished = 0.0
+        self.killed_at: float | None = None  # time.time() of the SIGKILL
+        self.unfinished_batch: int | None = None  # the revenue batch the kill interrupted
+        self.caught_up_after_kill: float | None = None  # seconds from the kill to no backlog
 
 
 def run(args: argparse.Namespace) -> int:
