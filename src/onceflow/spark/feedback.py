@@ -10,11 +10,12 @@ those internals makes the check skip silently; it never affects the query.
 from __future__ import annotations
 
 import logging
-import re
 import warnings
 from typing import Any
 
 from pyspark.sql.streaming import StreamingQueryListener
+
+from onceflow.spark.options import parse_options
 
 log = logging.getLogger(__name__)
 
@@ -28,11 +29,7 @@ def _options(java_map: Any) -> dict[str, str]:
 
 
 def _reads(options: dict[str, str], topic: str) -> bool:
-    if "subscribe" in options:
-        return topic in {t.strip() for t in options["subscribe"].split(",")}
-    if "subscribepattern" in options:
-        return re.fullmatch(options["subscribepattern"], topic) is not None
-    return f'"{topic}"' in options.get("assign", "")
+    return parse_options(options, batch=None).subscription.matches(topic)
 
 
 def feedback_topics(plan: Any) -> list[str]:
