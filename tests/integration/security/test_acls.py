@@ -114,6 +114,10 @@ def produce_one(config: dict, topic: str) -> KafkaError | None:
         if not isinstance(fatal, KafkaException):
             raise
         return fatal.args[0]
+    finally:
+        # The exception's traceback holds this frame, so without close() the producer would
+        # live (and reconnect to a stopped broker) until the garbage collector runs.
+        producer.close()
     return errors[0]
 
 
@@ -343,9 +347,10 @@ def test_transactions_need_write_on_the_transactional_id(broker, admin):
             allow(ALICE_PRINCIPAL, ResourceType.TOPIC, topic, AclOperation.READ),
         ],
     )
-    producer = Producer(as_user(broker, ALICE, **{"transactional.id": txn_id}))
+    refused = Producer(as_user(broker, ALICE, **{"transactional.id": txn_id}))
     with pytest.raises(KafkaException) as raised:
-        producer.init_transactions(TIMEOUT)
+        refused.init_transactions(TIMEOUT)
+    refused.close()
     assert raised.value.args[0].code() == KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
 
     create_acls(
@@ -366,6 +371,7 @@ def test_transactions_need_write_on_the_transactional_id(broker, admin):
     producer.produce(topic, b"committed")
     producer.send_offsets_to_transaction([TopicPartition(topic, 0, 0)], metadata, TIMEOUT)
     producer.commit_transaction(TIMEOUT)
+    producer.close()
 
 
 def test_metadata_lists_only_describable_topics(broker, admin):
