@@ -31,7 +31,7 @@ broker-demo: venv
 
 test: venv system-deps
 	$(BIN)/ruff check src tests benchmarks examples scripts
-	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist loadgroup -q
+	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist loadgroup -q --durations=30
 
 # Long loops beyond what CI needs: 2,000 simulated power losses of a working broker, 20
 # SIGKILL-and-restart cycles of three Spark queries on one source, and 20 fresh demo runs.
