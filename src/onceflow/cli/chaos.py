@@ -23,7 +23,7 @@ FAMILIES = ("article", "runner", "relay", "spark", "fault")
 
 
 @click.command("chaos")
-@click.option("--quick", is_flag=True, help="A representative subset (about 2-3 minutes).")
+@click.option("--quick", is_flag=True, help="A representative subset (27 cells, about 3 minutes).")
 @click.option("--pattern", "patterns", multiple=True, metavar="NAME",
               help="Only this pattern (e.g. article/no_dedup or db_offsets). Repeatable.")
 @click.option("--family", "families", multiple=True, type=click.Choice(FAMILIES),
