@@ -33,6 +33,7 @@ import time
 import uuid
 from typing import TYPE_CHECKING
 
+from onceflow.clock import now_ms
 from onceflow.coordinator.consumer_protocol import ConsumerProtocol, not_classic
 from onceflow.coordinator.errors import as_coordinator_error
 from onceflow.coordinator.group_metadata import (
@@ -90,10 +91,6 @@ def java_string_hash(value: str) -> int:
 def kafka_abs(value: int) -> int:
     """Kafka's ``Utils.abs``: Integer.MIN_VALUE maps to 0."""
     return 0 if value == -(2**31) else abs(value)
-
-
-def now_ms() -> int:
-    return int(time.time() * 1000)
 
 
 class GroupCoordinator:

@@ -27,10 +27,10 @@ import dataclasses
 import enum
 import json
 import logging
-import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from onceflow.clock import now_ms
 from onceflow.coordinator.errors import as_coordinator_error
 from onceflow.log.batch import CONTROL_ABORT, CONTROL_COMMIT, BatchHeader, KeyValue
 from onceflow.log.durability import write_atomically
@@ -60,10 +60,6 @@ class TxnState(enum.StrEnum):
 
 COMPLETED = (TxnState.EMPTY, TxnState.COMPLETE_COMMIT, TxnState.COMPLETE_ABORT)
 PREPARING = (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT)
-
-
-def now_ms() -> int:
-    return int(time.time() * 1000)
 
 
 @dataclass
@@ -629,15 +625,3 @@ class TransactionCoordinator:
 
     def listing(self) -> list[TransactionMetadata]:
         return sorted(self.transactions.values(), key=lambda m: m.transactional_id)
-
-
-def describe_state(metadata: TransactionMetadata) -> dict[str, Any]:
-    return {
-        "transactional_id": metadata.transactional_id,
-        "producer_id": metadata.producer_id,
-        "producer_epoch": metadata.producer_epoch,
-        "state": metadata.state.value,
-        "timeout_ms": metadata.timeout_ms,
-        "start_ms": metadata.start_ms,
-        "partitions": sorted(metadata.partitions),
-    }

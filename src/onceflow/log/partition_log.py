@@ -19,11 +19,11 @@ import dataclasses
 import json
 import logging
 import struct
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from onceflow.clock import now_ms
 from onceflow.config import TopicConfig
 from onceflow.log.batch import (
     ATTR_TRANSACTIONAL,
@@ -56,10 +56,6 @@ from onceflow.protocol.errors import ErrorCode, KafkaError
 log = logging.getLogger(__name__)
 
 TXN_ENTRY = struct.Struct(">hqqqq")  # version, producer id, first, last, last stable offset
-
-
-def now_ms() -> int:
-    return int(time.time() * 1000)
 
 
 def _pack_txn(txn: AbortedTxn) -> bytes:
@@ -778,7 +774,7 @@ class PartitionLog:
             for segment in self.segments
         ]
         if self.active.size > 0:
-            candidates.append((self.log_end_offset, int(time.time() * 1000)))
+            candidates.append((self.log_end_offset, now_ms()))
         if timestamp == -1:
             start = len(candidates) - 1
         elif timestamp == -2:
