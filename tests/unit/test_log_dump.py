@@ -32,7 +32,7 @@ from onceflow.coordinator.internal_record_decoders import (
     decode_consumer_offsets,
     decode_transaction_log,
 )
-from onceflow.coordinator.transaction import TransactionMetadata, TxnState
+from onceflow.coordinator.transaction_metadata import TransactionMetadata, TxnState
 from onceflow.log.batch import (
     ATTR_TRANSACTIONAL,
     CONTROL_ABORT,

@@ -27,7 +27,7 @@ from onceflow.coordinator.group_records import (
     parse_offset_value,
     subscribed_topics,
 )
-from onceflow.coordinator.transaction import TransactionMetadata
+from onceflow.coordinator.transaction_metadata import TransactionMetadata
 from onceflow.log.record_decoders import compact_json
 
 TOMBSTONE = "<DELETE>"  # Kafka's word for a record with a null value in these topics

@@ -169,6 +169,10 @@ class LogManager:
             )
         return topic.partitions[number]
 
+    def has_partition(self, topic_partition: tuple[str, int]) -> bool:
+        topic = self.topics.get(topic_partition[0])
+        return topic is not None and 0 <= topic_partition[1] < len(topic.partitions)
+
     def check_new_topic(
         self, name: str, partitions: int, replication_factor: int, configs: dict[str, Any]
     ) -> dict[str, Any]:
