@@ -18,7 +18,8 @@ from typing import Any
 from onceflow.config import BrokerConfig, TopicConfig, validate_topic_configs
 from onceflow.log.cleaner import compact_due
 from onceflow.log.durability import write_atomically
-from onceflow.log.partition_log import PartitionLog, SyncTarget
+from onceflow.log.durable_offsets import SyncTarget
+from onceflow.log.partition_log import PartitionLog
 from onceflow.log.recovery import QUARANTINE_DIR
 from onceflow.protocol.errors import ErrorCode, KafkaError
 
