@@ -1,5 +1,5 @@
-"""ConsumerGroupHeartbeat v0-1, ConsumerGroupDescribe v0-1: KIP-848 consumer groups
-(``group.protocol=consumer``), with the ``uniform`` and ``range`` server-side assignors."""
+"""ConsumerGroupHeartbeat v0-1 (API 68), ConsumerGroupDescribe v0-1 (API 69): KIP-848 consumer
+groups (``group.protocol=consumer``), with the ``uniform`` and ``range`` server-side assignors."""
 
 from __future__ import annotations
 

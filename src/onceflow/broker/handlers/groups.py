@@ -1,5 +1,6 @@
-"""JoinGroup v0-9, SyncGroup v0-5, Heartbeat v0-4, LeaveGroup v0-5, ListGroups v0-5,
-DescribeGroups v0-5, DeleteGroups v0-2: the classic group protocol."""
+"""JoinGroup v0-9 (API 11), SyncGroup v0-5 (API 14), Heartbeat v0-4 (API 12), LeaveGroup v0-5
+(API 13), ListGroups v0-5 (API 16), DescribeGroups v0-5 (API 15), DeleteGroups v0-2 (API 42):
+the classic group protocol."""
 
 from __future__ import annotations
 

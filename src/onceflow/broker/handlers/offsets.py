@@ -1,4 +1,5 @@
-"""OffsetCommit v2-9, OffsetFetch v1-9 (per-group and group-batched forms), OffsetDelete v0."""
+"""OffsetCommit v2-9 (API 8), OffsetFetch v1-9 (API 9) (per-group and group-batched forms),
+OffsetDelete v0 (API 47)."""
 
 from __future__ import annotations
 

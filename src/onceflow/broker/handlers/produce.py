@@ -1,4 +1,4 @@
-"""Produce v3-12: validate each partition's batch, append it, answer once it is durable.
+"""Produce v3-12 (API 0): validate each partition's batch, append it, answer once it is durable.
 
 From v12 on (transactions v2, KIP-890 part 2) a transactional batch adds its partition to
 the transaction itself; older versions need AddPartitionsToTxn first."""

@@ -1,4 +1,4 @@
-"""InitProducerId v0-4: new ids for idempotent producers; transactional ids go to the
+"""InitProducerId v0-4 (API 22): new ids for idempotent producers; transactional ids go to the
 coordinator."""
 
 from __future__ import annotations

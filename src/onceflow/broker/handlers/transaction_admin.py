@@ -1,5 +1,5 @@
-"""ListTransactions v0-1, DescribeTransactions v0, DescribeProducers v0: finding hanging
-transactions."""
+"""ListTransactions v0-1 (API 66), DescribeTransactions v0 (API 65), DescribeProducers v0 (API
+61): finding hanging transactions."""
 
 from __future__ import annotations
 

@@ -1,6 +1,7 @@
-"""AddPartitionsToTxn v0-3, AddOffsetsToTxn v0-3, EndTxn v0-5, TxnOffsetCommit v0-5 (the
-transaction APIs). EndTxn v5+ and TxnOffsetCommit v5+ are transactions v2 (KIP-890 part 2):
-the epoch moves on with every EndTxn, and the group's offsets join implicitly."""
+"""AddPartitionsToTxn v0-3 (API 24), AddOffsetsToTxn v0-3 (API 25), EndTxn v0-5 (API 26),
+TxnOffsetCommit v0-5 (API 28) (the transaction APIs). EndTxn v5+ and TxnOffsetCommit v5+ are
+transactions v2 (KIP-890 part 2): the epoch moves on with every EndTxn, and the group's offsets
+join implicitly."""
 
 from __future__ import annotations
 
