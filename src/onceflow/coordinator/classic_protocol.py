@@ -195,22 +195,8 @@ class ClassicProtocol:
             group.protocol_name,
             len(group.members),
         )
-        everyone = [
-            (member.member_id, member.group_instance_id, member.metadata_for(group.protocol_name))
-            for member in group.members.values()
-        ]
         for member in group.members.values():
-            member.answer_join(
-                JoinResult(
-                    ErrorCode.none,
-                    member.member_id,
-                    group.generation_id,
-                    group.protocol_type,
-                    group.protocol_name,
-                    group.leader_id or "",
-                    everyone if group.is_leader(member.member_id) else [],
-                )
-            )
+            member.answer_join(self._current_generation(group, member))
             member.last_heartbeat = now
             member.is_new = False
             group.pending_sync.add(member.member_id)

@@ -44,6 +44,16 @@ class OffsetStore:
 
     # -- checks ---------------------------------------------------------------------------
 
+    def _checked(
+        self, offsets: OffsetRequest, error: ErrorCode | None
+    ) -> tuple[dict[TopicPartition, ErrorCode], OffsetRequest]:
+        """(failures, what passes): every partition fails with the request's ``error`` if
+        there is one, else each is checked on its own."""
+        results: dict[TopicPartition, ErrorCode] = {}
+        if error is not None:
+            return dict.fromkeys(offsets, error), {}
+        return results, self._check_offsets(offsets, results)
+
     def _check_offsets(
         self, offsets: OffsetRequest, results: dict[TopicPartition, ErrorCode]
     ) -> OffsetRequest:
@@ -119,11 +129,7 @@ class OffsetStore:
             if request.generation_id >= 0:
                 return dict.fromkeys(offsets, ErrorCode.illegal_generation)
             group = self.groups.detached(group_id)  # a group that only stores offsets
-        error = self._commit_error(group, request)
-        if error is not None:
-            return dict.fromkeys(offsets, error)
-        results: dict[TopicPartition, ErrorCode] = {}
-        valid = self._check_offsets(offsets, results)
+        results, valid = self._checked(offsets, self._commit_error(group, request))
         if not valid:
             return results
         self.groups.setdefault(group_id, group)
@@ -167,11 +173,7 @@ class OffsetStore:
         if group_id is None:
             return dict.fromkeys(offsets, ErrorCode.invalid_group_id)
         group = self.groups.get(group_id) or Group(group_id)
-        error = self._txn_commit_error(group, request)
-        if error is not None:
-            return dict.fromkeys(offsets, error)
-        results: dict[TopicPartition, ErrorCode] = {}
-        valid = self._check_offsets(offsets, results)
+        results, valid = self._checked(offsets, self._txn_commit_error(group, request))
         if not valid:
             return results
         timestamp = self.clock.now_ms()

@@ -10,18 +10,19 @@ from onceflow.broker.context import RequestContext
 from onceflow.broker.partition_responses import partition_errors, topic_responses
 from onceflow.broker.registry import handles
 from onceflow.broker.security import rules
-from onceflow.coordinator.group_requests import OffsetCommitRequest
+from onceflow.coordinator.group_metadata import TopicPartition
+from onceflow.coordinator.group_requests import OffsetCommitRequest, OffsetRequest
 from onceflow.protocol.codec import build, element
 from onceflow.protocol.errors import ErrorCode
 
 NO_THROTTLE = datetime.timedelta(0)
 
 
-@handles(8, 2, 9)
-async def offset_commit(ctx: RequestContext, request: Any) -> Any:
-    cls = ctx.response_class
-    topic_cls = element(cls, "topics")
-    partition_cls = element(topic_cls, "partitions")
+def offsets_to_commit(
+    ctx: RequestContext, request: Any, transactional_id: str | None = None
+) -> tuple[dict[TopicPartition, ErrorCode], OffsetRequest]:
+    """An OffsetCommit's or TxnOffsetCommit's (offset, leader epoch, metadata) per
+    partition: those authorization refuses (with their error), and the rest."""
     offsets = {
         (topic.name, partition.partition_index): (
             partition.committed_offset,
@@ -32,10 +33,23 @@ async def offset_commit(ctx: RequestContext, request: Any) -> Any:
         for partition in topic.partitions
     }
     denied = rules.group_then_topics(
-        ctx, request.group_id, rules.READ, rules.READ, [t.name for t in request.topics]
+        ctx,
+        request.group_id,
+        rules.READ,
+        rules.READ,
+        [topic.name for topic in request.topics],
+        transactional_id,
     )
     refused = {key: denied[key[0]] for key in offsets if key[0] in denied}
-    offsets = {key: value for key, value in offsets.items() if key not in refused}
+    return refused, {key: value for key, value in offsets.items() if key not in refused}
+
+
+@handles(8, 2, 9)
+async def offset_commit(ctx: RequestContext, request: Any) -> Any:
+    cls = ctx.response_class
+    topic_cls = element(cls, "topics")
+    partition_cls = element(topic_cls, "partitions")
+    refused, offsets = offsets_to_commit(ctx, request)
     results = refused
     if offsets:
         results = refused | await ctx.broker.groups.offsets.commit(

@@ -9,6 +9,7 @@ import datetime
 from typing import Any
 
 from onceflow.broker.context import RequestContext
+from onceflow.broker.handlers.offsets import offsets_to_commit
 from onceflow.broker.partition_responses import partition_errors, topic_responses
 from onceflow.broker.registry import handles
 from onceflow.broker.security import rules
@@ -111,25 +112,7 @@ async def txn_offset_commit(ctx: RequestContext, request: Any) -> Any:
     cls = ctx.response_class
     topic_cls = element(cls, "topics")
     partition_cls = element(topic_cls, "partitions")
-    offsets = {
-        (topic.name, partition.partition_index): (
-            partition.committed_offset,
-            getattr(partition, "committed_leader_epoch", -1),
-            partition.committed_metadata,
-        )
-        for topic in request.topics
-        for partition in topic.partitions
-    }
-    denied = rules.group_then_topics(
-        ctx,
-        request.group_id,
-        rules.READ,
-        rules.READ,
-        [topic.name for topic in request.topics],
-        request.transactional_id,
-    )
-    refused = {key: denied[key[0]] for key in offsets if key[0] in denied}
-    offsets = {key: value for key, value in offsets.items() if key not in refused}
+    refused, offsets = offsets_to_commit(ctx, request, request.transactional_id)
     try:
         if not offsets:
             raise _Refused
