@@ -180,27 +180,18 @@ async def describe_groups(ctx: RequestContext, request: Any) -> Any:
         try:
             group = groups.describe_group(group_id) if allowed else None
         except KafkaError as error:
+            code, message, state, group = error.code, error.message, "", None
+        else:
+            code = ErrorCode.none if allowed else ErrorCode.group_authorization_failed
+            message, state = None, GroupState.DEAD.value if allowed else ""
+        if group is None:  # an error, or no such group: an entry without members
             described.append(
                 build(
                     group_cls,
-                    error_code=error.code,
-                    error_message=error.message,
+                    error_code=code,
+                    error_message=message,
                     group_id=group_id,
-                    group_state="",
-                    protocol_type="",
-                    protocol_data="",
-                    members=(),
-                    authorized_operations=operations,
-                )
-            )
-            continue
-        if group is None:
-            described.append(
-                build(
-                    group_cls,
-                    error_code=ErrorCode.none if allowed else ErrorCode.group_authorization_failed,
-                    group_id=group_id,
-                    group_state=GroupState.DEAD.value if allowed else "",
+                    group_state=state,
                     protocol_type="",
                     protocol_data="",
                     members=(),
