@@ -10,7 +10,9 @@ from pathlib import Path
 from kio.schema.index import api_key_map
 
 from onceflow.broker.apis import markdown_table, supported_apis
+from onceflow.broker.handlers.api_versions import api_versions_response
 from onceflow.broker.registry import HANDLERS
+from onceflow.protocol.codec import response_class
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "compatibility.md"
 ROW = re.compile(r"^\| (\d+) \| (\w+) \| (.+?) \|$", re.MULTILINE)
@@ -35,13 +37,29 @@ def test_every_other_api_key_is_listed_as_not_served():
     assert listed == set(api_key_map) - set(HANDLERS)
 
 
-def test_each_handler_module_opens_with_its_apis_and_versions():
-    for key, name, low, high in supported_apis():
-        module = sys.modules[HANDLERS[key].handle.__module__]
-        versions = f"v{low}" if low == high else f"v{low}-{high}"
-        assert f"{name} {versions}" in " ".join((module.__doc__ or "").split()), (
-            f"{module.__name__}'s docstring should name {name} {versions}"
-        )
+HEADER = re.compile(r"(\w+) v(\d+)(?:-(\d+))? \(API (\d+)\)")
+
+
+def advertised() -> dict[int, tuple[int, int]]:
+    """What an ApiVersions v3 response lists: api key -> (min, max) version."""
+    response = api_versions_response(response_class(18, 3))
+    return {entry.api_key: (entry.min_version, entry.max_version) for entry in response.api_keys}
+
+
+def test_each_handler_module_opens_with_the_apis_and_versions_api_versions_advertises():
+    """Every handler module's docstring names, for each API it serves, the API's name,
+    versions and key ("Produce v3-12 (API 0)"), exactly as ApiVersions advertises them."""
+    headers: dict[int, tuple[str, int, int]] = {}
+    for module_name in sorted({h.handle.__module__ for h in HANDLERS.values()}):
+        module = sys.modules[module_name]
+        served = {key for key, h in HANDLERS.items() if h.handle.__module__ == module_name}
+        named = {}
+        for name, low, high, key in HEADER.findall(" ".join((module.__doc__ or "").split())):
+            named[int(key)] = (name, int(low), int(high or low))
+        assert set(named) == served, f"{module_name}'s docstring names APIs {sorted(named)}"
+        headers.update(named)
+    names = {key: name for key, name, _, _ in supported_apis()}
+    assert {key: (names[key], *versions) for key, versions in advertised().items()} == headers
 
 
 def test_registry_covers_what_clients_need():

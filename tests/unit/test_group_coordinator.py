@@ -11,12 +11,8 @@ import time
 from pathlib import Path
 
 from onceflow.config import BrokerConfig
-from onceflow.coordinator.group import (
-    CONSUMER_OFFSETS_TOPIC,
-    GroupCoordinator,
-    java_string_hash,
-    kafka_abs,
-)
+from onceflow.coordinator.group import GroupCoordinator
+from onceflow.coordinator.group_log import CONSUMER_OFFSETS_TOPIC, java_string_hash, kafka_abs
 from onceflow.coordinator.group_metadata import Group, GroupState, Member
 from onceflow.coordinator.group_records import (
     GroupKey,
@@ -34,6 +30,12 @@ from onceflow.coordinator.group_records import (
     parse_offset_value,
     subscribed_topics,
 )
+from onceflow.coordinator.group_requests import (
+    JoinGroupRequest,
+    OffsetCommitRequest,
+    SyncGroupRequest,
+    TxnOffsetCommitRequest,
+)
 from onceflow.log.batch import CONTROL_ABORT, CONTROL_COMMIT
 from onceflow.log.manager import LogManager
 from onceflow.protocol.errors import ErrorCode
@@ -42,7 +44,7 @@ SESSION = 10_000
 RANGE = [("range", b"range-metadata")]
 
 
-class FakeBroker:
+class BrokerFiles:
     def __init__(self, data_dir: Path, config: dict[str, str]) -> None:
         self.data_dir = data_dir
         self.config = BrokerConfig.from_strings(
@@ -51,21 +53,33 @@ class FakeBroker:
         self.logs = LogManager(data_dir, self.config)
 
 
-async def open_coordinator(path: Path, **config: str) -> tuple[FakeBroker, GroupCoordinator]:
-    broker = FakeBroker(path, config)
+async def open_coordinator(path: Path, **config: str) -> tuple[BrokerFiles, GroupCoordinator]:
+    broker = BrokerFiles(path, config)
     broker.logs.load()
     broker.logs.start()
     if "t" not in broker.logs.topics:
         broker.logs.create_topic("t", 6)
-    groups = GroupCoordinator(broker)
+    groups = GroupCoordinator(broker.logs, broker.config)
     await groups.start()
     return broker, groups
 
 
-async def close(broker: FakeBroker, groups: GroupCoordinator) -> None:
+async def close(broker: BrokerFiles, groups: GroupCoordinator) -> None:
     await groups.stop()
     await broker.logs.stop()
     broker.logs.close()
+
+
+async def sync(groups: GroupCoordinator, *fields):
+    return await groups.classic.sync_group(SyncGroupRequest(*fields))
+
+
+async def commit(groups: GroupCoordinator, *fields):
+    return await groups.offsets.commit(OffsetCommitRequest(*fields))
+
+
+async def txn_commit(groups: GroupCoordinator, *fields):
+    return await groups.offsets.commit_transactional(TxnOffsetCommitRequest(*fields))
 
 
 def run(coroutine):
@@ -83,17 +97,19 @@ async def join(
     rebalance: int = SESSION,
     protocol_type: str = "consumer",
 ):
-    return await groups.join_group(
-        group_id,
-        member_id,
-        instance,
-        "client",
-        "/127.0.0.1",
-        session,
-        rebalance,
-        protocol_type,
-        list(protocols),
-        require_known_member_id=True,
+    return await groups.classic.join_group(
+        JoinGroupRequest(
+            group_id,
+            member_id,
+            instance,
+            "client",
+            "/127.0.0.1",
+            session,
+            rebalance,
+            protocol_type,
+            list(protocols),
+            require_known_member_id=True,
+        )
     )
 
 
@@ -174,8 +190,10 @@ def test_join_sync_heartbeat_and_rebalance_on_new_member(tmp_path: Path) -> None
             assert joined.protocol_name == "range"
             assert [m[0] for m in joined.members] == [a]
             assert groups.groups["g"].state == GroupState.COMPLETING_REBALANCE
-            assert groups.heartbeat("g", a, None, 1) == ErrorCode.none
-            synced = await groups.sync_group("g", 1, a, None, "consumer", "range", {a: b"A1"})
+            assert groups.classic.heartbeat("g", a, None, 1) == ErrorCode.none
+            synced = await groups.classic.sync_group(
+                SyncGroupRequest("g", 1, a, None, "consumer", "range", {a: b"A1"})
+            )
             assert (synced.error, synced.assignment) == (ErrorCode.none, b"A1")
             assert groups.groups["g"].state == GroupState.STABLE
 
@@ -184,16 +202,18 @@ def test_join_sync_heartbeat_and_rebalance_on_new_member(tmp_path: Path) -> None
             b_join = asyncio.ensure_future(join(groups, b))
             await asyncio.sleep(0)
             assert groups.groups["g"].state == GroupState.PREPARING_REBALANCE
-            assert groups.heartbeat("g", a, None, 1) == ErrorCode.rebalance_in_progress
+            assert groups.classic.heartbeat("g", a, None, 1) == ErrorCode.rebalance_in_progress
             a_join = await join(groups, a)
             b_joined = await b_join
             assert a_join.generation_id == b_joined.generation_id == 2
             assert a_join.leader_id == b_joined.leader_id == a
             assert {m[0] for m in a_join.members} == {a, b} and b_joined.members == []
-            b_sync = asyncio.ensure_future(groups.sync_group("g", 2, b, None, None, None, {}))
+            b_sync = asyncio.ensure_future(sync(groups, "g", 2, b, None, None, None, {}))
             await asyncio.sleep(0)
             assert not b_sync.done()  # a follower waits for the leader's assignment
-            a_sync = await groups.sync_group("g", 2, a, None, None, None, {a: b"A", b: b"B"})
+            a_sync = await groups.classic.sync_group(
+                SyncGroupRequest("g", 2, a, None, None, None, {a: b"A", b: b"B"})
+            )
             assert a_sync.assignment == b"A" and (await b_sync).assignment == b"B"
             # a follower rejoining a stable group with the same metadata changes nothing
             again = await join(groups, b)
@@ -211,7 +231,9 @@ def test_errors_kafka_answers_and_the_group_keeps_working(tmp_path: Path) -> Non
         try:
             a = await join_new(groups)
             await join(groups, a)
-            await groups.sync_group("g", 1, a, None, None, None, {a: b"A"})
+            await groups.classic.sync_group(
+                SyncGroupRequest("g", 1, a, None, None, None, {a: b"A"})
+            )
             bad = await join(groups, protocol_type="nonsense")
             assert bad.error == ErrorCode.inconsistent_group_protocol
             other = await join(groups, protocols=[("other", b"")])
@@ -221,15 +243,21 @@ def test_errors_kafka_answers_and_the_group_keeps_working(tmp_path: Path) -> Non
             tiny = await join(groups, session=1)
             assert tiny.error == ErrorCode.invalid_session_timeout
             assert (await join(groups, group_id="")).error == ErrorCode.invalid_group_id
-            stranger = await groups.sync_group("g", 1, "stranger", None, None, None, {})
+            stranger = await groups.classic.sync_group(
+                SyncGroupRequest("g", 1, "stranger", None, None, None, {})
+            )
             assert stranger.error == ErrorCode.unknown_member_id
-            stale = await groups.sync_group("g", 0, a, None, None, None, {})
+            stale = await groups.classic.sync_group(
+                SyncGroupRequest("g", 0, a, None, None, None, {})
+            )
             assert stale.error == ErrorCode.illegal_generation
-            mismatch = await groups.sync_group("g", 1, a, None, "consumer", "roundrobin", {})
+            mismatch = await groups.classic.sync_group(
+                SyncGroupRequest("g", 1, a, None, "consumer", "roundrobin", {})
+            )
             assert mismatch.error == ErrorCode.inconsistent_group_protocol
-            assert groups.heartbeat("g", "stranger", None, 1) == ErrorCode.unknown_member_id
-            assert groups.heartbeat("g", a, None, 7) == ErrorCode.illegal_generation
-            assert groups.heartbeat("nope", a, None, 1) == ErrorCode.unknown_member_id
+            assert groups.classic.heartbeat("g", "stranger", None, 1) == ErrorCode.unknown_member_id
+            assert groups.classic.heartbeat("g", a, None, 7) == ErrorCode.illegal_generation
+            assert groups.classic.heartbeat("nope", a, None, 1) == ErrorCode.unknown_member_id
             unknown = await join(groups, "made-up-id")
             assert unknown.error == ErrorCode.unknown_member_id
             # none of this disturbed the group
@@ -239,7 +267,7 @@ def test_errors_kafka_answers_and_the_group_keeps_working(tmp_path: Path) -> Non
                 1,
                 [a],
             )
-            assert groups.heartbeat("g", a, None, 1) == ErrorCode.none
+            assert groups.classic.heartbeat("g", a, None, 1) == ErrorCode.none
         finally:
             await close(broker, groups)
 
@@ -257,8 +285,12 @@ def test_session_timeout_removes_a_silent_member(tmp_path: Path) -> None:
             await a_join
             generation = groups.groups["g"].generation_id
             await asyncio.gather(
-                groups.sync_group("g", generation, b, None, None, None, {}),
-                groups.sync_group("g", generation, a, None, None, None, {a: b"A", b: b"B"}),
+                groups.classic.sync_group(
+                    SyncGroupRequest("g", generation, b, None, None, None, {})
+                ),
+                groups.classic.sync_group(
+                    SyncGroupRequest("g", generation, a, None, None, None, {a: b"A", b: b"B"})
+                ),
             )
             later = time.monotonic() + SESSION / 1000 - 1
             groups.groups["g"].members[a].last_heartbeat = later
@@ -266,7 +298,10 @@ def test_session_timeout_removes_a_silent_member(tmp_path: Path) -> None:
             group = groups.groups["g"]
             assert list(group.members) == [a]
             assert group.state == GroupState.PREPARING_REBALANCE
-            assert groups.heartbeat("g", a, None, generation) == ErrorCode.rebalance_in_progress
+            assert (
+                groups.classic.heartbeat("g", a, None, generation)
+                == ErrorCode.rebalance_in_progress
+            )
             rejoined = await join(groups, a)
             assert rejoined.generation_id == generation + 1 and rejoined.leader_id == a
         finally:
@@ -281,7 +316,7 @@ def test_rebalance_timeout_drops_members_that_do_not_rejoin(tmp_path: Path) -> N
         try:
             a = await join_new(groups, rebalance=2000)
             await join(groups, a, rebalance=2000)
-            await groups.sync_group("g", 1, a, None, None, None, {})
+            await sync(groups, "g", 1, a, None, None, None, {})
             b = await join_new(groups, rebalance=2000)
             b_join = asyncio.ensure_future(join(groups, b, rebalance=2000))
             await asyncio.sleep(0)
@@ -310,8 +345,8 @@ def test_leave_group_and_last_member_empties_the_group(tmp_path: Path) -> None:
         try:
             a = await join_new(groups)
             await join(groups, a)
-            await groups.sync_group("g", 1, a, None, None, None, {})
-            top, results = groups.leave_group("g", [(a, None), ("ghost", None)])
+            await sync(groups, "g", 1, a, None, None, None, {})
+            top, results = groups.classic.leave_group("g", [(a, None), ("ghost", None)])
             assert top == ErrorCode.none
             assert [code for _, _, code in results] == [
                 ErrorCode.none,
@@ -319,7 +354,7 @@ def test_leave_group_and_last_member_empties_the_group(tmp_path: Path) -> None:
             ]
             group = groups.groups["g"]
             assert (group.state, group.generation_id) == (GroupState.EMPTY, 2)
-            top, results = groups.leave_group("missing", [(a, None)])
+            top, results = groups.classic.leave_group("missing", [(a, None)])
             assert results[0][2] == ErrorCode.unknown_member_id
         finally:
             await close(broker, groups)
@@ -334,7 +369,9 @@ def test_static_member_replaced_by_a_new_instance_fences_the_old_one(tmp_path: P
             first = await join(groups, instance="worker-1")  # static: no MEMBER_ID_REQUIRED
             assert first.error == ErrorCode.none and first.member_id.startswith("worker-1-")
             old = first.member_id
-            await groups.sync_group("g", 1, old, "worker-1", None, None, {old: b"A"})
+            await groups.classic.sync_group(
+                SyncGroupRequest("g", 1, old, "worker-1", None, None, {old: b"A"})
+            )
             second = await join(groups, instance="worker-1")
             new = second.member_id
             assert second.error == ErrorCode.none and new != old
@@ -342,12 +379,16 @@ def test_static_member_replaced_by_a_new_instance_fences_the_old_one(tmp_path: P
             assert second.leader_id == old  # so the new instance does not act as leader
             group = groups.groups["g"]
             assert group.state == GroupState.STABLE and list(group.members) == [new]
-            assert groups.heartbeat("g", old, "worker-1", 1) == ErrorCode.fenced_instance_id
-            fenced = await groups.commit_offsets("g", old, "worker-1", 1, {("t", 0): (5, -1, "")})
+            assert groups.classic.heartbeat("g", old, "worker-1", 1) == ErrorCode.fenced_instance_id
+            fenced = await groups.offsets.commit(
+                OffsetCommitRequest("g", old, "worker-1", 1, {("t", 0): (5, -1, "")})
+            )
             assert fenced == {("t", 0): ErrorCode.fenced_instance_id}
-            synced = await groups.sync_group("g", 1, new, "worker-1", None, None, {})
+            synced = await groups.classic.sync_group(
+                SyncGroupRequest("g", 1, new, "worker-1", None, None, {})
+            )
             assert synced.assignment == b"A"  # keeps its assignment
-            _, results = groups.leave_group("g", [("", "worker-1")])
+            _, results = groups.classic.leave_group("g", [("", "worker-1")])
             assert results[0][2] == ErrorCode.none and not group.members
         finally:
             await close(broker, groups)
@@ -364,40 +405,46 @@ def test_offset_commit_generation_rules(tmp_path: Path) -> None:
         try:
             tp = ("t", 0)
             # no group and generation >= 0: ILLEGAL_GENERATION; generation -1: a simple commit
-            assert await groups.commit_offsets("s", "", None, 3, {tp: (1, -1, "")}) == {
-                tp: ErrorCode.illegal_generation
-            }
-            assert await groups.commit_offsets("s", "", None, -1, {tp: (5, 2, "m")}) == {
-                tp: ErrorCode.none
-            }
-            assert groups.fetch_offsets("s", [tp], False) == [(tp, 5, 2, "m", ErrorCode.none)]
+            assert await groups.offsets.commit(
+                OffsetCommitRequest("s", "", None, 3, {tp: (1, -1, "")})
+            ) == {tp: ErrorCode.illegal_generation}
+            assert await groups.offsets.commit(
+                OffsetCommitRequest("s", "", None, -1, {tp: (5, 2, "m")})
+            ) == {tp: ErrorCode.none}
+            assert groups.offsets.fetch("s", [tp], False) == [(tp, 5, 2, "m", ErrorCode.none)]
             unknown = ("nope", 0)
-            result = await groups.commit_offsets("s", "", None, -1, {unknown: (1, -1, None)})
+            result = await groups.offsets.commit(
+                OffsetCommitRequest("s", "", None, -1, {unknown: (1, -1, None)})
+            )
             assert result == {unknown: ErrorCode.unknown_topic_or_partition}
-            big = await groups.commit_offsets("s", "", None, -1, {tp: (1, -1, "x" * 5000)})
+            big = await groups.offsets.commit(
+                OffsetCommitRequest("s", "", None, -1, {tp: (1, -1, "x" * 5000)})
+            )
             assert big == {tp: ErrorCode.offset_metadata_too_large}
 
             a = await join_new(groups)
             await join(groups, a)
             # CompletingRebalance: the member must sync first
-            assert await groups.commit_offsets("g", a, None, 1, {tp: (1, -1, "")}) == {
-                tp: ErrorCode.rebalance_in_progress
-            }
-            await groups.sync_group("g", 1, a, None, None, None, {})
-            assert await groups.commit_offsets("g", a, None, 0, {tp: (1, -1, "")}) == {
-                tp: ErrorCode.illegal_generation
-            }
-            assert await groups.commit_offsets("g", "x", None, 1, {tp: (1, -1, "")}) == {
-                tp: ErrorCode.unknown_member_id
-            }
-            assert await groups.commit_offsets("g", "", None, -1, {tp: (1, -1, "")}) == {
+            assert await groups.offsets.commit(
+                OffsetCommitRequest("g", a, None, 1, {tp: (1, -1, "")})
+            ) == {tp: ErrorCode.rebalance_in_progress}
+            await sync(groups, "g", 1, a, None, None, None, {})
+            assert await groups.offsets.commit(
+                OffsetCommitRequest("g", a, None, 0, {tp: (1, -1, "")})
+            ) == {tp: ErrorCode.illegal_generation}
+            assert await groups.offsets.commit(
+                OffsetCommitRequest("g", "x", None, 1, {tp: (1, -1, "")})
+            ) == {tp: ErrorCode.unknown_member_id}
+            assert await groups.offsets.commit(
+                OffsetCommitRequest("g", "", None, -1, {tp: (1, -1, "")})
+            ) == {
                 tp: ErrorCode.unknown_member_id  # an active group refuses simple commits
             }
-            assert await groups.commit_offsets("g", a, None, 1, {tp: (9, -1, None)}) == {
-                tp: ErrorCode.none
-            }
-            assert groups.fetch_offsets("g", None, True) == [(tp, 9, -1, "", ErrorCode.none)]
-            assert groups.fetch_offsets("g", [("t", 1)], True) == [
+            assert await groups.offsets.commit(
+                OffsetCommitRequest("g", a, None, 1, {tp: (9, -1, None)})
+            ) == {tp: ErrorCode.none}
+            assert groups.offsets.fetch("g", None, True) == [(tp, 9, -1, "", ErrorCode.none)]
+            assert groups.offsets.fetch("g", [("t", 1)], True) == [
                 (("t", 1), -1, -1, "", ErrorCode.none)
             ]
         finally:
@@ -413,39 +460,45 @@ def test_transactional_offsets_pending_until_the_marker(tmp_path: Path) -> None:
         number = groups.offsets_partition_for("g")
         partition = broker.logs.partition(CONSUMER_OFFSETS_TOPIC, number)
         try:
-            result = await groups.txn_offset_commit("g", 1000, 0, "", -1, None, {tp: (7, -1, "")})
+            result = await groups.offsets.commit_transactional(
+                TxnOffsetCommitRequest("g", 1000, 0, "", -1, None, {tp: (7, -1, "")})
+            )
             assert result == {tp: ErrorCode.none}
-            assert groups.has_pending_offsets("g", "t", 0)
-            assert groups.fetch_offsets("g", [tp], True)[0][4] == ErrorCode.unstable_offset_commit
-            assert groups.fetch_offsets("g", [tp], False)[0][1] == -1  # not visible yet
+            assert groups.offsets.has_pending("g", "t", 0)
+            assert groups.offsets.fetch("g", [tp], True)[0][4] == ErrorCode.unstable_offset_commit
+            assert groups.offsets.fetch("g", [tp], False)[0][1] == -1  # not visible yet
             partition.append_marker(1000, 0, CONTROL_COMMIT, 0)
-            groups.complete_transaction(1000, True, number)
-            assert not groups.has_pending_offsets("g", "t", 0)
-            assert groups.fetch_offsets("g", [tp], True)[0][1] == 7
+            groups.offsets.complete_transaction(1000, True, number)
+            assert not groups.offsets.has_pending("g", "t", 0)
+            assert groups.offsets.fetch("g", [tp], True)[0][1] == 7
 
-            await groups.txn_offset_commit("g", 1000, 0, "", -1, None, {tp: (8, -1, "")})
+            await groups.offsets.commit_transactional(
+                TxnOffsetCommitRequest("g", 1000, 0, "", -1, None, {tp: (8, -1, "")})
+            )
             partition.append_marker(1000, 0, CONTROL_ABORT, 0)
-            groups.complete_transaction(1000, False, number)
-            assert groups.fetch_offsets("g", [tp], True)[0][1] == 7  # the abort dropped 8
+            groups.offsets.complete_transaction(1000, False, number)
+            assert groups.offsets.fetch("g", [tp], True)[0][1] == 7  # the abort dropped 8
 
             # left pending across a restart: replay keeps it pending
-            await groups.txn_offset_commit("g", 2000, 0, "", -1, None, {tp: (11, -1, "")})
+            await groups.offsets.commit_transactional(
+                TxnOffsetCommitRequest("g", 2000, 0, "", -1, None, {tp: (11, -1, "")})
+            )
         finally:
             await close(broker, groups)
         broker, groups = await open_coordinator(tmp_path)
         try:
-            assert groups.fetch_offsets("g", [tp], False)[0][1] == 7
-            assert groups.has_pending_offsets("g", "t", 0)
+            assert groups.offsets.fetch("g", [tp], False)[0][1] == 7
+            assert groups.offsets.has_pending("g", "t", 0)
             partition = broker.logs.partition(CONSUMER_OFFSETS_TOPIC, number)
             partition.append_marker(2000, 0, CONTROL_COMMIT, 0)
-            groups.complete_transaction(2000, True, number)
-            assert groups.fetch_offsets("g", [tp], True)[0][1] == 11
+            groups.offsets.complete_transaction(2000, True, number)
+            assert groups.offsets.fetch("g", [tp], True)[0][1] == 11
         finally:
             await close(broker, groups)
         broker, groups = await open_coordinator(tmp_path)  # markers replayed too
         try:
-            assert groups.fetch_offsets("g", [tp], True)[0][1] == 11
-            assert not groups.has_pending_offsets("g", "t", 0)
+            assert groups.offsets.fetch("g", [tp], True)[0][1] == 11
+            assert not groups.offsets.has_pending("g", "t", 0)
         finally:
             await close(broker, groups)
 
@@ -459,16 +512,16 @@ def test_txn_offset_commit_checks_member_and_generation(tmp_path: Path) -> None:
         try:
             a = await join_new(groups)
             await join(groups, a)
-            await groups.sync_group("g", 1, a, None, None, None, {})
-            assert await groups.txn_offset_commit("g", 5, 0, "who", 1, None, {tp: (1, -1, "")}) == {
-                tp: ErrorCode.unknown_member_id
-            }
-            assert await groups.txn_offset_commit("g", 5, 0, a, 0, None, {tp: (1, -1, "")}) == {
-                tp: ErrorCode.illegal_generation
-            }
-            assert await groups.txn_offset_commit("g", 5, 0, a, 1, None, {tp: (1, -1, "")}) == {
-                tp: ErrorCode.none
-            }
+            await sync(groups, "g", 1, a, None, None, None, {})
+            assert await groups.offsets.commit_transactional(
+                TxnOffsetCommitRequest("g", 5, 0, "who", 1, None, {tp: (1, -1, "")})
+            ) == {tp: ErrorCode.unknown_member_id}
+            assert await groups.offsets.commit_transactional(
+                TxnOffsetCommitRequest("g", 5, 0, a, 0, None, {tp: (1, -1, "")})
+            ) == {tp: ErrorCode.illegal_generation}
+            assert await groups.offsets.commit_transactional(
+                TxnOffsetCommitRequest("g", 5, 0, a, 1, None, {tp: (1, -1, "")})
+            ) == {tp: ErrorCode.none}
         finally:
             await close(broker, groups)
 
@@ -481,36 +534,48 @@ def test_offsets_and_groups_survive_a_restart_and_deletion_is_durable(tmp_path: 
         try:
             a = await join_new(groups, group_id="live")
             await join(groups, a, group_id="live")
-            await groups.sync_group("live", 1, a, None, None, None, {a: b"assigned"})
-            await groups.commit_offsets("live", a, None, 1, {("t", 2): (30, 1, "x")})
-            await groups.commit_offsets("old", "", None, -1, {("t", 0): (3, -1, "")})
-            await groups.commit_offsets("gone", "", None, -1, {("t", 0): (4, -1, "")})
-            await groups.commit_offsets("gone", "", None, -1, {("t", 1): (4, -1, "")})
+            await groups.classic.sync_group(
+                SyncGroupRequest("live", 1, a, None, None, None, {a: b"assigned"})
+            )
+            await groups.offsets.commit(
+                OffsetCommitRequest("live", a, None, 1, {("t", 2): (30, 1, "x")})
+            )
+            await groups.offsets.commit(
+                OffsetCommitRequest("old", "", None, -1, {("t", 0): (3, -1, "")})
+            )
+            await groups.offsets.commit(
+                OffsetCommitRequest("gone", "", None, -1, {("t", 0): (4, -1, "")})
+            )
+            await groups.offsets.commit(
+                OffsetCommitRequest("gone", "", None, -1, {("t", 1): (4, -1, "")})
+            )
             assert await groups.delete_groups(["gone", "live", "never"]) == {
                 "gone": ErrorCode.none,
                 "live": ErrorCode.non_empty_group,
                 "never": ErrorCode.group_id_not_found,
             }
-            top, results = await groups.delete_offsets("old", [("t", 0)])
+            top, results = await groups.offsets.delete("old", [("t", 0)])
             assert (top, results) == (ErrorCode.none, {("t", 0): ErrorCode.none})
-            await groups.commit_offsets("old", "", None, -1, {("t", 5): (6, -1, "")})
+            await groups.offsets.commit(
+                OffsetCommitRequest("old", "", None, -1, {("t", 5): (6, -1, "")})
+            )
         finally:
             await close(broker, groups)
         broker, groups = await open_coordinator(tmp_path)
         try:
             assert "gone" not in groups.groups
-            assert groups.fetch_offsets("old", None, False) == [
+            assert groups.offsets.fetch("old", None, False) == [
                 (("t", 5), 6, -1, "", ErrorCode.none)
             ]
             live = groups.groups["live"]
             assert (live.state, live.generation_id, live.leader_id) == (GroupState.STABLE, 1, a)
             assert live.members[a].assignment == b"assigned"
-            assert groups.fetch_offsets("live", [("t", 2)], False) == [
+            assert groups.offsets.fetch("live", [("t", 2)], False) == [
                 (("t", 2), 30, 1, "x", ErrorCode.none)
             ]
             # the member carries on with its old id and generation after the restart
-            assert groups.heartbeat("live", a, None, 1) == ErrorCode.none
-            top, results = await groups.delete_offsets("live", [("t", 2)])
+            assert groups.classic.heartbeat("live", a, None, 1) == ErrorCode.none
+            top, results = await groups.offsets.delete("live", [("t", 2)])
             # an active consumer group whose subscriptions cannot be read counts as subscribed
             assert (top, results) == (
                 ErrorCode.none,

@@ -28,7 +28,11 @@ from onceflow.coordinator.group_records import (
     offset_key,
     offset_value,
 )
-from onceflow.coordinator.transaction import TransactionMetadata, TxnState
+from onceflow.coordinator.internal_record_decoders import (
+    decode_consumer_offsets,
+    decode_transaction_log,
+)
+from onceflow.coordinator.transaction_metadata import TransactionMetadata, TxnState
 from onceflow.log.batch import (
     ATTR_TRANSACTIONAL,
     CONTROL_ABORT,
@@ -38,7 +42,6 @@ from onceflow.log.batch import (
 )
 from onceflow.log.dump import DumpError, DumpOptions, dump_file, read_batches
 from onceflow.log.partition_log import PartitionLog
-from onceflow.log.record_decoders import decode_consumer_offsets, decode_transaction_log
 
 BASE_TS = 1_700_000_000_123
 SEGMENT = f"{0:020d}"

@@ -9,11 +9,11 @@ each partition's log start and log end.
 from __future__ import annotations
 
 import re
-import time
 from dataclasses import asdict, dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
+from onceflow import clock
 from onceflow.admin.connect import ClusterSession
 from onceflow.admin.errors import NotFound, Refused
 from onceflow.admin.groups import INACTIVE_STATES, committed, group_state, log_offsets
@@ -45,7 +45,7 @@ class ResetTarget:
             raise ValueError(f"invalid duration {text!r}: expected PnDTnHnMnS, e.g. PT30M")
         days, hours, minutes, seconds = (float(part or 0) for part in match.groups())
         span = timedelta(days=days, hours=hours, minutes=minutes, seconds=seconds)
-        now_ms = now_ms if now_ms is not None else int(time.time() * 1000)
+        now_ms = now_ms if now_ms is not None else clock.now_ms()
         return cls("duration", now_ms - int(span.total_seconds() * 1000))
 
 

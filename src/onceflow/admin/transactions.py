@@ -8,12 +8,12 @@ Kafka cluster (it asks every broker listed in the cluster metadata).
 
 from __future__ import annotations
 
-import time
 from dataclasses import asdict, dataclass
 from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from onceflow import clock
 from onceflow.admin.connect import ClusterSession
 from onceflow.admin.errors import AdminError, NotFound
 
@@ -226,7 +226,7 @@ def find_hanging(
     )
     if partition is not None and not searched:
         raise NotFound(f"partition {topic}:{partition} does not exist")
-    now_ms = now_ms if now_ms is not None else int(time.time() * 1000)
+    now_ms = now_ms if now_ms is not None else clock.now_ms()
     limit_ms = max_transaction_timeout_min * 60_000
     candidates = [
         state

@@ -1,85 +1,32 @@
-"""The broker: a data directory, its coordinators and an asyncio Kafka-protocol server."""
+"""The broker: the asyncio Kafka-protocol server around :class:`BrokerCore`."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
-import ssl
-import uuid
-from pathlib import Path
+from typing import Any
 
 import onceflow.broker.handlers  # noqa: F401  (registers every API handler)
-from onceflow.broker import dynamic_configs
 from onceflow.broker.connection import Connection
+from onceflow.broker.core import BrokerCore
 from onceflow.broker.framing import FrameProtocol
 from onceflow.broker.listeners import Listener
-from onceflow.broker.security import settings
-from onceflow.broker.security.authorizer import Authorizer
-from onceflow.broker.security.credential_store import ScramCredentialStore
-from onceflow.broker.security.sasl_server import SaslServer
 from onceflow.broker.security.session import Session
-from onceflow.broker.security.settings import ScramUser
-from onceflow.config import BrokerConfig
-from onceflow.coordinator.group import GroupCoordinator
-from onceflow.coordinator.producer_ids import ProducerIdManager
-from onceflow.coordinator.transaction import TransactionCoordinator
-from onceflow.log.durability import write_atomically
-from onceflow.log.manager import LogManager
 
 log = logging.getLogger(__name__)
 
 
-class Broker:
-    def __init__(
-        self,
-        data_dir: Path,
-        host: str = "127.0.0.1",
-        port: int = 9092,
-        config: BrokerConfig | None = None,
-        advertised_host: str | None = None,
-        scram_users: list[ScramUser] | None = None,
-    ) -> None:
-        self.data_dir = Path(data_dir)
-        self.config = config or BrokerConfig.from_strings({})
-        # SecuritySettingError (a ValueError) for listeners that cannot work.
-        self.listeners = settings.configured_listeners(self.config, host, port, advertised_host)
-        # The first listener's address, for whatever has no connection to ask (logs).
-        self.host = self.listeners[0].host
-        self.port = self.listeners[0].port
-        self.advertised_host = advertised_host or self.host
-        self.scram_users = list(scram_users or ())
-        self.tls: ssl.SSLContext | None = None
-        self.scram_credentials: ScramCredentialStore | None = None
-        self.sasl: SaslServer | None = None
-        self.authorizer: Authorizer | None = None
-        self.node_id = self.config["broker.id"]
-        self.logs = LogManager(self.data_dir, self.config)
-        self.producer_ids: ProducerIdManager | None = None
-        self.cluster_id = ""
-        # Coordinators are started in this order after the logs load (the group
-        # coordinator first: transaction recovery completes pending offset commits).
-        self.coordinators: list = []
-        self.groups: GroupCoordinator | None = GroupCoordinator(self)
-        self.coordinators.append(self.groups)
+class Broker(BrokerCore):
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        """Takes :class:`BrokerCore`'s arguments."""
+        super().__init__(*args, **kwargs)
         self._servers: list[asyncio.Server] = []
         self._bound: dict[str, Listener] = {}
         self._connections: set[asyncio.Task[None]] = set()
-        # Last, so that it starts after the group coordinator.
-        self.transactions = TransactionCoordinator(self)
-        self.coordinators.append(self.transactions)
 
     async def start(self) -> None:
-        self.data_dir.mkdir(parents=True, exist_ok=True)
-        self._start_security()  # bad settings fail here, before any log is opened
-        self.cluster_id = self._load_cluster_id()
-        dynamic_configs.load(self.data_dir, self.config)
-        self.logs.load()
-        self.producer_ids = ProducerIdManager(self.data_dir)
-        self.logs.start()
-        for coordinator in self.coordinators:
-            await coordinator.start()
+        await self.open()
         bound = []
         for listener in self.listeners:
             bound.append(await self._listen(listener))
@@ -92,14 +39,6 @@ class Broker:
             ", ".join(str(listener) for listener in bound),
             self.data_dir,
         )
-
-    def _start_security(self) -> None:
-        if settings.needs(self.listeners, "uses_tls"):
-            self.tls = settings.server_tls_context(self.config)
-        self.authorizer = settings.authorizer(self.config, self.data_dir)
-        self.scram_credentials = ScramCredentialStore(self.data_dir)
-        self.sasl = settings.sasl_server(self.config, self.scram_credentials)
-        settings.add_scram_users(self.scram_credentials, self.scram_users)
 
     async def _listen(self, listener: Listener) -> Listener:
         """Start serving ``listener``; the listener with its bound port."""
@@ -118,16 +57,6 @@ class Broker:
         # Connections accepted from now on see the bound listener (its advertised port).
         self._bound[listener.name] = listener
         return listener
-
-    def _load_cluster_id(self) -> str:
-        path = self.data_dir / "meta.json"
-        if path.exists():
-            return json.loads(path.read_text())["cluster_id"]
-        cluster_id = uuid.uuid4().hex[:22]
-        write_atomically(
-            path, json.dumps({"cluster_id": cluster_id, "node_id": self.node_id}).encode()
-        )
-        return cluster_id
 
     def _accept(self, listener: Listener, frames: FrameProtocol) -> None:
         listener = self._bound.get(listener.name, listener)
@@ -160,10 +89,7 @@ class Broker:
         for task in list(self._connections):
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
-        for coordinator in reversed(self.coordinators):
-            await coordinator.stop()
-        await self.logs.stop()
-        self.logs.close()
+        await self.close()
         log.info("broker stopped cleanly")
 
     def ready_line(self) -> str:

@@ -21,7 +21,7 @@ from onceflow.config import (
 )
 
 if TYPE_CHECKING:
-    from onceflow.broker.broker import Broker
+    from onceflow.broker.core import BrokerCore
 
 # Kafka's DescribeConfigsResponse.ConfigSource ids.
 DYNAMIC_TOPIC_CONFIG = 1
@@ -98,7 +98,7 @@ def describe_topic_configs(config: TopicConfig, keys: list[str] | None) -> list[
     return described
 
 
-def fixed_broker_settings(broker: Broker) -> dict[str, str]:
+def fixed_broker_settings(broker: BrokerCore) -> dict[str, str]:
     """Read-only broker settings clients and tools look for, as a one-node KRaft Kafka has them."""
     endpoint = f"PLAINTEXT://{broker.advertised_host}:{broker.port}"
     return {
@@ -112,7 +112,7 @@ def fixed_broker_settings(broker: Broker) -> dict[str, str]:
     }
 
 
-def describe_broker_configs(broker: Broker, keys: list[str] | None) -> list[DescribedConfig]:
+def describe_broker_configs(broker: BrokerCore, keys: list[str] | None) -> list[DescribedConfig]:
     config = broker.config
     fixed = fixed_broker_settings(broker)
     known = sorted({*BROKER_CONFIGS, *fixed})

@@ -30,7 +30,7 @@ from onceflow.protocol.errors import ErrorCode, KafkaError
 from onceflow.security.tls import certificate_principal
 
 if TYPE_CHECKING:
-    from onceflow.broker.broker import Broker
+    from onceflow.broker.core import BrokerCore
 
 log = logging.getLogger(__name__)
 
@@ -46,7 +46,7 @@ class CloseConnection(Exception):
 class Connection:
     def __init__(
         self,
-        broker: Broker,
+        broker: BrokerCore,
         frames: FrameProtocol,
         session: Session | None = None,
         tls: ssl.SSLContext | None = None,

@@ -10,12 +10,12 @@ from onceflow.broker.security.session import Session
 from onceflow.protocol.codec import RequestHeader, response_class
 
 if TYPE_CHECKING:
-    from onceflow.broker.broker import Broker
+    from onceflow.broker.core import BrokerCore
 
 
 @dataclass(slots=True)
 class RequestContext:
-    broker: Broker
+    broker: BrokerCore
     header: RequestHeader
     peer: str
     session: Session

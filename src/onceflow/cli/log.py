@@ -13,13 +13,12 @@ from pathlib import Path
 
 import click
 
-from onceflow.log.dump import DumpError, DumpOptions, dump_file
-from onceflow.log.record_decoders import (
-    RecordDecoder,
-    decode_as_text,
+from onceflow.coordinator.internal_record_decoders import (
     decode_consumer_offsets,
     decode_transaction_log,
 )
+from onceflow.log.dump import DumpError, DumpOptions, dump_file
+from onceflow.log.record_decoders import RecordDecoder, decode_as_text
 
 EXIT_OK = 0
 EXIT_DAMAGED = 1  # a batch failed its CRC, or a file ends in bytes that are no whole batch

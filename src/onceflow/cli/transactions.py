@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import time
-
 import click
 
 from onceflow.admin.errors import NotFound
 from onceflow.cli.options import ClientSettings, cluster_options, json_option
 from onceflow.cli.output import print_json, print_table
+from onceflow.clock import now_ms
 
 
 @click.group("transactions")
@@ -54,7 +53,7 @@ def describe_command(
     from onceflow.admin.transactions import describe_transactions
 
     found = describe_transactions(client.session(), list(transactional_ids))
-    now = int(time.time() * 1000)
+    now = now_ms()
     if as_json:
         print_json([found[t] for t in transactional_ids if t in found])
     else:
@@ -197,7 +196,7 @@ def find_hanging_command(
     if as_json:
         print_json(rows)
         return
-    now = int(time.time() * 1000)
+    now = now_ms()
     print_table(
         (
             "topic",

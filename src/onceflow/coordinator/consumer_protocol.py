@@ -10,10 +10,10 @@ with ``group.consumer.migration.policy=disabled`` (onceflow does not convert liv
 from __future__ import annotations
 
 import logging
-import time
 import uuid
-from typing import TYPE_CHECKING
 
+from onceflow.clock import Clock
+from onceflow.config import BrokerConfig
 from onceflow.coordinator.consumer_group import (
     JOIN_EPOCH,
     ConsumerGroup,
@@ -21,11 +21,9 @@ from onceflow.coordinator.consumer_group import (
     HeartbeatResponse,
     TopicMetadata,
 )
-from onceflow.coordinator.group_metadata import Group, GroupState
+from onceflow.coordinator.group_metadata import Group, GroupState, GroupTable
+from onceflow.log.manager import LogManager
 from onceflow.protocol.errors import ErrorCode, KafkaError
-
-if TYPE_CHECKING:
-    from onceflow.coordinator.group import GroupCoordinator
 
 log = logging.getLogger(__name__)
 
@@ -35,13 +33,23 @@ def not_classic(group: Group | None) -> bool:
     return group is not None and group.consumer is not None and not group.consumer.is_empty()
 
 
-class ConsumerProtocol:
-    def __init__(self, coordinator: GroupCoordinator) -> None:
-        self.coordinator = coordinator
+def topic_metadata(logs: LogManager) -> TopicMetadata:
+    """The user topics' ids and partition counts, as assignors see them."""
+    topics = [topic for topic in logs.topics.values() if not topic.internal]
+    return TopicMetadata(
+        {topic.name: topic.topic_id for topic in topics},
+        {topic.topic_id: len(topic.partitions) for topic in topics},
+    )
 
-    @property
-    def config(self):
-        return self.coordinator.broker.config
+
+class ConsumerProtocol:
+    def __init__(
+        self, groups: GroupTable, logs: LogManager, config: BrokerConfig, clock: Clock
+    ) -> None:
+        self.groups = groups
+        self.logs = logs
+        self.config = config
+        self.clock = clock
 
     @property
     def session_timeout_ms(self) -> int:
@@ -52,14 +60,10 @@ class ConsumerProtocol:
         return self.config["group.consumer.heartbeat.interval.ms"]
 
     def topic_metadata(self) -> TopicMetadata:
-        topics = self.coordinator.broker.logs.topics.values()
-        return TopicMetadata(
-            {topic.name: topic.topic_id for topic in topics if not topic.internal},
-            {topic.topic_id: len(topic.partitions) for topic in topics if not topic.internal},
-        )
+        return topic_metadata(self.logs)
 
     def topic_name(self, topic_id: uuid.UUID) -> str | None:
-        for topic in self.coordinator.broker.logs.topics.values():
+        for topic in self.logs.topics.values():
             if topic.topic_id == topic_id:
                 return topic.name
         return None
@@ -68,7 +72,7 @@ class ConsumerProtocol:
         self._validate(request, version)
         if not request.member_id:
             request.member_id = str(uuid.uuid4())
-        groups = self.coordinator.groups
+        groups = self.groups
         group = groups.get(request.group_id)
         if group is not None and group.is_(GroupState.DEAD):
             raise KafkaError(ErrorCode.coordinator_not_available)
@@ -82,12 +86,12 @@ class ConsumerProtocol:
                     ErrorCode.group_id_not_found,
                     f"Group {request.group_id} is not a consumer group.",
                 )
-            group = groups.get(request.group_id) or self.coordinator.new_group(request.group_id)
+            group = groups.get_or_create(request.group_id)
             assignors = tuple(self.config["group.consumer.assignors"].split(","))
             group.consumer = ConsumerGroup(request.group_id, assignors)
         consumer = group.consumer
         epoch_before = consumer.group_epoch
-        answer = consumer.heartbeat(request, self.topic_metadata(), time.monotonic())
+        answer = consumer.heartbeat(request, self.topic_metadata(), self.clock.monotonic())
         if consumer.group_epoch != epoch_before:
             log.info(
                 "consumer group %s at epoch %d (%s, %d members)",
@@ -123,7 +127,7 @@ class ConsumerProtocol:
             raise invalid("MemberId can't be empty.")
 
     def tick(self, now: float) -> None:
-        for group in list(self.coordinator.groups.values()):
+        for group in list(self.groups.values()):
             consumer = group.consumer
             if consumer is None or consumer.is_empty():
                 continue
@@ -135,7 +139,7 @@ class ConsumerProtocol:
                 )
 
     def describe(self, group_id: str) -> ConsumerGroup:
-        group = self.coordinator.groups.get(group_id)
+        group = self.groups.get(group_id)
         if group is None or group.is_(GroupState.DEAD):
             raise KafkaError(ErrorCode.group_id_not_found, f"Group {group_id} not found.")
         if group.consumer is None:

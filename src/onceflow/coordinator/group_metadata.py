@@ -1,7 +1,7 @@
 """One consumer group's state: members, generation, protocol, committed offsets.
 
 This mirrors Kafka's ``GroupMetadata`` for the classic protocol. It holds no timers and
-does no I/O; the :class:`~onceflow.coordinator.group.GroupCoordinator` drives it. The
+does no I/O; the group coordinator (:mod:`onceflow.coordinator.classic_protocol`) drives it. The
 asyncio futures on a member are the responses it is waiting for (JoinGroup, SyncGroup).
 """
 
@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import enum
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -352,3 +353,23 @@ class Group:
             and not self.pending_txn_offsets
             and not self.pending_offset_commits
         )
+
+
+class GroupTable(dict[str, Group]):
+    """Every group the coordinator knows, by id."""
+
+    def __init__(self, now_ms: Callable[[], int]) -> None:
+        super().__init__()
+        self._now_ms = now_ms
+
+    def get_or_create(self, group_id: str) -> Group:
+        group = self.get(group_id)
+        if group is None:
+            group = self[group_id] = self.detached(group_id)
+        return group
+
+    def detached(self, group_id: str) -> Group:
+        """A new group not (yet) in the table."""
+        group = Group(group_id)
+        group.state_timestamp = self._now_ms()
+        return group

@@ -19,6 +19,9 @@ class ProducerIdManager:
         self.path = data_dir / "producer_ids.json"
         self._next = 0
         self._block_end = 0
+
+    def load(self) -> None:
+        """Continue after the block reserved last (before any id is handed out)."""
         if self.path.exists():
             self._next = self._block_end = json.loads(self.path.read_text())["block_end"]
 

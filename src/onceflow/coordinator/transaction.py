@@ -23,108 +23,49 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
-import enum
-import json
 import logging
-import time
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from pathlib import Path
 
-from onceflow.coordinator.errors import as_coordinator_error
-from onceflow.log.batch import CONTROL_ABORT, CONTROL_COMMIT, BatchHeader, KeyValue
+from onceflow.clock import SYSTEM_CLOCK, Clock
+from onceflow.config import BrokerConfig
+from onceflow.coordinator.group import GroupCoordinator
+from onceflow.coordinator.group_log import CONSUMER_OFFSETS_TOPIC
+from onceflow.coordinator.internal_log import INTERNAL_TOPIC_CONFIG, Appended, append
+from onceflow.coordinator.producer_ids import ProducerIdManager
+from onceflow.coordinator.transaction_metadata import (
+    PREPARING,
+    TransactionMetadata,
+    TxnState,
+)
+from onceflow.log.batch import CONTROL_ABORT, CONTROL_COMMIT, BatchHeader, KeyValue, read_key_values
 from onceflow.log.durability import write_atomically
+from onceflow.log.manager import LogManager
 from onceflow.log.partition_log import PartitionLog
 from onceflow.protocol.errors import ErrorCode, KafkaError
-
-if TYPE_CHECKING:
-    from onceflow.broker.broker import Broker
 
 log = logging.getLogger(__name__)
 
 TRANSACTION_STATE_TOPIC = "__transaction_state"
-CONSUMER_OFFSETS_TOPIC = "__consumer_offsets"
 MAX_EPOCH = 2**15 - 1
 MARKER_RETRY_SECONDS = (0.05, 2.0)  # first and longest wait between marker attempts
 
 
-class TxnState(enum.StrEnum):
-    EMPTY = "Empty"
-    ONGOING = "Ongoing"
-    PREPARE_COMMIT = "PrepareCommit"
-    PREPARE_ABORT = "PrepareAbort"
-    COMPLETE_COMMIT = "CompleteCommit"
-    COMPLETE_ABORT = "CompleteAbort"
-    DEAD = "Dead"
-
-
-COMPLETED = (TxnState.EMPTY, TxnState.COMPLETE_COMMIT, TxnState.COMPLETE_ABORT)
-PREPARING = (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT)
-
-
-def now_ms() -> int:
-    return int(time.time() * 1000)
-
-
-@dataclass
-class TransactionMetadata:
-    transactional_id: str
-    producer_id: int
-    producer_epoch: int
-    timeout_ms: int
-    state: TxnState = TxnState.EMPTY
-    last_producer_epoch: int = -1  # set when the coordinator itself bumped the epoch
-    partitions: set[tuple[str, int]] = field(default_factory=set)
-    start_ms: int = -1
-    update_ms: int = -1
-    next_producer_id: int = -1  # transactions v2: the id the producer moves to on completion
-    busy: bool = False  # a state transition is being written
-
-    def copy(self) -> TransactionMetadata:
-        return dataclasses.replace(self, partitions=set(self.partitions))
-
-    def restore(self, before: TransactionMetadata) -> None:
-        """Undo a transition that could not be made durable (busy is left as it is)."""
-        for item in dataclasses.fields(self):
-            if item.name != "busy":
-                value = getattr(before, item.name)
-                setattr(self, item.name, set(value) if isinstance(value, set) else value)
-
-    def to_json(self) -> bytes:
-        return json.dumps(
-            {
-                "producer_id": self.producer_id,
-                "producer_epoch": self.producer_epoch,
-                "last_producer_epoch": self.last_producer_epoch,
-                "timeout_ms": self.timeout_ms,
-                "state": self.state.value,
-                "partitions": sorted(self.partitions),
-                "start_ms": self.start_ms,
-                "update_ms": self.update_ms,
-                "next_producer_id": self.next_producer_id,
-            }
-        ).encode()
-
-    @classmethod
-    def from_json(cls, transactional_id: str, data: bytes) -> TransactionMetadata:
-        value = json.loads(data)
-        return cls(
-            transactional_id,
-            value["producer_id"],
-            value["producer_epoch"],
-            value["timeout_ms"],
-            TxnState(value["state"]),
-            value["last_producer_epoch"],
-            {(topic, partition) for topic, partition in value["partitions"]},
-            value["start_ms"],
-            value["update_ms"],
-            value.get("next_producer_id", -1),
-        )
-
-
 class TransactionCoordinator:
-    def __init__(self, broker: Broker) -> None:
-        self.broker = broker
+    def __init__(
+        self,
+        logs: LogManager,
+        config: BrokerConfig,
+        data_dir: Path,
+        producer_ids: ProducerIdManager,
+        groups: GroupCoordinator,
+        clock: Clock = SYSTEM_CLOCK,
+    ) -> None:
+        self.logs = logs
+        self.config = config
+        self.data_dir = data_dir
+        self.producer_ids = producer_ids
+        self.groups = groups
+        self.clock = clock
         self.transactions: dict[str, TransactionMetadata] = {}
         self.coordinator_epoch = 0
         self._state_log: PartitionLog | None = None
@@ -134,15 +75,9 @@ class TransactionCoordinator:
     # -- lifecycle ------------------------------------------------------------------------
 
     async def start(self) -> None:
-        logs = self.broker.logs
+        logs = self.logs
         if TRANSACTION_STATE_TOPIC not in logs.topics:
-            logs.create_topic(
-                TRANSACTION_STATE_TOPIC,
-                1,
-                1,
-                {"cleanup.policy": "compact", "segment.bytes": 104_857_600},
-                internal=True,
-            )
+            logs.create_topic(TRANSACTION_STATE_TOPIC, 1, 1, INTERNAL_TOPIC_CONFIG, internal=True)
         self._state_log = logs.partition(TRANSACTION_STATE_TOPIC, 0)
         self.coordinator_epoch = self._bump_coordinator_epoch()
         if self._state_log.offline:
@@ -167,7 +102,7 @@ class TransactionCoordinator:
                     task.add_done_callback(self._completions.discard)
                 else:
                     self._mark_complete(metadata, committed)
-        interval = self.broker.config["transaction.abort.timed.out.transaction.cleanup.interval.ms"]
+        interval = self.config["transaction.abort.timed.out.transaction.cleanup.interval.ms"]
         self._timeout_task = asyncio.create_task(self._abort_timed_out_loop(interval / 1000))
 
     async def stop(self) -> None:
@@ -179,15 +114,13 @@ class TransactionCoordinator:
                 await task
 
     def _bump_coordinator_epoch(self) -> int:
-        path = self.broker.data_dir / "transaction_coordinator_epoch"
+        path = self.data_dir / "transaction_coordinator_epoch"
         epoch = int(path.read_text()) + 1 if path.exists() else 0
         write_atomically(path, str(epoch).encode())
         return epoch
 
     def _replay(self) -> None:
         assert self._state_log is not None
-        from onceflow.log.batch import read_key_values
-
         for header, data in self._state_log.iter_batches():
             if header.is_control:
                 continue
@@ -212,23 +145,21 @@ class TransactionCoordinator:
         is forgotten when there was none) and the client is told to retry elsewhere, as
         Kafka's coordinator answers a failed append to its log (NOT_COORDINATOR).
         """
-        assert self._state_log is not None
         try:
-            offset = self._write(metadata)
-            await self._state_log.wait_durable(offset + 1)
-        except KafkaError as error:
+            await self._write(metadata).durable()
+        except KafkaError:
             if before is None:
                 self.transactions.pop(metadata.transactional_id, None)
             else:
                 metadata.restore(before)
-            raise as_coordinator_error(error) from None
+            raise
 
-    def _write(self, metadata: TransactionMetadata) -> int:
-        """Append the metadata record (fsynced by the log soon); return its offset."""
+    def _write(self, metadata: TransactionMetadata) -> Appended:
+        """Append the metadata record (fsynced by the log soon)."""
         assert self._state_log is not None
-        metadata.update_ms = now_ms()
-        return self._state_log.append_records(
-            [KeyValue(metadata.transactional_id.encode(), metadata.to_json())]
+        metadata.update_ms = self.clock.now_ms()
+        return append(
+            self._state_log, [KeyValue(metadata.transactional_id.encode(), metadata.to_json())]
         )
 
     # -- validation -----------------------------------------------------------------------
@@ -266,11 +197,11 @@ class TransactionCoordinator:
     ) -> tuple[int, int]:
         if not transactional_id:
             raise KafkaError(ErrorCode.invalid_request, "transactional id is empty")
-        if timeout_ms <= 0 or timeout_ms > self.broker.config["transaction.max.timeout.ms"]:
+        if timeout_ms <= 0 or timeout_ms > self.config["transaction.max.timeout.ms"]:
             raise KafkaError(
                 ErrorCode.invalid_transaction_timeout,
                 f"transaction timeout {timeout_ms:.0f} ms is outside "
-                f"(0, {self.broker.config['transaction.max.timeout.ms']}]",
+                f"(0, {self.config['transaction.max.timeout.ms']}]",
             )
         metadata = self.transactions.get(transactional_id)
         if metadata is None:
@@ -314,8 +245,7 @@ class TransactionCoordinator:
         return metadata.producer_id, metadata.producer_epoch
 
     def _new_producer_id(self) -> int:
-        assert self.broker.producer_ids is not None
-        return self.broker.producer_ids.next_id()
+        return self.producer_ids.next_id()
 
     def _bump_epoch(self, metadata: TransactionMetadata) -> None:
         if metadata.producer_epoch >= MAX_EPOCH - 1:
@@ -335,7 +265,7 @@ class TransactionCoordinator:
     ) -> dict[tuple[str, int], ErrorCode]:
         metadata = self._get(transactional_id)
         self._check_producer(metadata, producer_id, epoch)
-        unknown = [tp for tp in partitions if not self._partition_exists(tp)]
+        unknown = [tp for tp in partitions if not self.logs.has_partition(tp)]
         if unknown:
             return {
                 tp: ErrorCode.unknown_topic_or_partition
@@ -351,7 +281,7 @@ class TransactionCoordinator:
             before = metadata.copy()
             if metadata.state != TxnState.ONGOING:
                 metadata.state = TxnState.ONGOING
-                metadata.start_ms = now_ms()
+                metadata.start_ms = self.clock.now_ms()
                 metadata.partitions.clear()
             metadata.partitions |= set(partitions)
             await self._persist(metadata, before)
@@ -359,15 +289,8 @@ class TransactionCoordinator:
             metadata.busy = False
         return dict.fromkeys(partitions, ErrorCode.none)
 
-    def _partition_exists(self, topic_partition: tuple[str, int]) -> bool:
-        topic = self.broker.logs.topics.get(topic_partition[0])
-        return topic is not None and 0 <= topic_partition[1] < len(topic.partitions)
-
     def offsets_partition(self, group_id: str) -> tuple[str, int]:
-        groups = self.broker.groups
-        if groups is None:
-            raise KafkaError(ErrorCode.coordinator_not_available, "no group coordinator")
-        return CONSUMER_OFFSETS_TOPIC, groups.offsets_partition_for(group_id)
+        return CONSUMER_OFFSETS_TOPIC, self.groups.offsets_partition_for(group_id)
 
     async def add_offsets(
         self, transactional_id: str, producer_id: int, epoch: int, group_id: str
@@ -522,7 +445,7 @@ class TransactionCoordinator:
         failed: list[tuple[str, int]] = []
         for topic, number in partitions:
             try:
-                partition = self.broker.logs.partition(topic, number)
+                partition = self.logs.partition(topic, number)
                 partition.append_marker(
                     metadata.producer_id,
                     metadata.producer_epoch,
@@ -552,9 +475,9 @@ class TransactionCoordinator:
         for ((topic, number), _), outcome in zip(appended, outcomes, strict=True):
             if isinstance(outcome, BaseException):
                 failed.append((topic, number))
-            elif topic == CONSUMER_OFFSETS_TOPIC and self.broker.groups is not None:
+            elif topic == CONSUMER_OFFSETS_TOPIC:
                 # Only a durable marker makes the transaction's offsets the group's.
-                self.broker.groups.complete_transaction(metadata.producer_id, committed, number)
+                self.groups.offsets.complete_transaction(metadata.producer_id, committed, number)
         if failed:
             log.warning(
                 "the %s markers of %s on %s are not durable yet; writing them again",
@@ -599,7 +522,7 @@ class TransactionCoordinator:
                 log.exception("aborting timed-out transactions failed")
 
     async def abort_timed_out(self) -> int:
-        now = now_ms()
+        now = self.clock.now_ms()
         aborted = 0
         for metadata in list(self.transactions.values()):
             if metadata.state != TxnState.ONGOING or metadata.busy:
@@ -629,15 +552,3 @@ class TransactionCoordinator:
 
     def listing(self) -> list[TransactionMetadata]:
         return sorted(self.transactions.values(), key=lambda m: m.transactional_id)
-
-
-def describe_state(metadata: TransactionMetadata) -> dict[str, Any]:
-    return {
-        "transactional_id": metadata.transactional_id,
-        "producer_id": metadata.producer_id,
-        "producer_epoch": metadata.producer_epoch,
-        "state": metadata.state.value,
-        "timeout_ms": metadata.timeout_ms,
-        "start_ms": metadata.start_ms,
-        "partitions": sorted(metadata.partitions),
-    }

@@ -36,9 +36,9 @@ from onceflow.log.batch import (
     check_crc,
     parse_header,
 )
-from onceflow.log.partition_log import TXN_ENTRY
 from onceflow.log.record_decoders import RecordDecoder, decode_as_text
 from onceflow.log.segment import OFFSET_ENTRY, TIME_ENTRY
+from onceflow.log.txn_index import TXN_ENTRY
 
 RECORD_INDENT = "|"
 COMPRESSION_CODECS = {0: "none", 1: "gzip", 2: "snappy", 3: "lz4", 4: "zstd"}

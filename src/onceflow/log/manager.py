@@ -18,7 +18,8 @@ from typing import Any
 from onceflow.config import BrokerConfig, TopicConfig, validate_topic_configs
 from onceflow.log.cleaner import compact_due
 from onceflow.log.durability import write_atomically
-from onceflow.log.partition_log import PartitionLog, SyncTarget
+from onceflow.log.durable_offsets import SyncTarget
+from onceflow.log.partition_log import PartitionLog
 from onceflow.log.recovery import QUARANTINE_DIR
 from onceflow.protocol.errors import ErrorCode, KafkaError
 
@@ -168,6 +169,10 @@ class LogManager:
                 f"topic {topic_name} has no partition {number}",
             )
         return topic.partitions[number]
+
+    def has_partition(self, topic_partition: tuple[str, int]) -> bool:
+        topic = self.topics.get(topic_partition[0])
+        return topic is not None and 0 <= topic_partition[1] < len(topic.partitions)
 
     def check_new_topic(
         self, name: str, partitions: int, replication_factor: int, configs: dict[str, Any]

@@ -5,10 +5,8 @@ Every append (client batches, control markers, the coordinators' records) goes t
 KAFKA_STORAGE_ERROR; ``wait_durable`` resolves once an fsync covers the offset, or fails
 with KAFKA_STORAGE_ERROR when a failed fsync made the partition drop its unsynced tail.
 
-Start-up recovery trusts what a recovery point (the ``recovery-point-offset-checkpoint``
-file, as in Kafka) says was durable: only batches after it are CRC-checked, and an invalid
-tail there is cut, loudly, with a copy kept in ``quarantine/``. Damage below the recovery
-point is acknowledged data: the partition goes offline instead of cutting it.
+Start-up recovery (:mod:`tail_recovery`) trusts what the recovery point says was durable
+and cuts only an invalid tail after it.
 """
 
 from __future__ import annotations
@@ -18,13 +16,13 @@ import bisect
 import dataclasses
 import json
 import logging
-import struct
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from onceflow.clock import now_ms
 from onceflow.config import TopicConfig
+from onceflow.log import retention, segment_reads, timestamp_lookup
 from onceflow.log.batch import (
     ATTR_TRANSACTIONAL,
     CONTROL_ABORT,
@@ -34,65 +32,24 @@ from onceflow.log.batch import (
     assign_offset,
     build_batch,
     build_control_batch,
-    check_crc,
-    control_type_of,
-    coordinator_epoch_of,
-    iter_headers,
     offset_prefix,
     parse_header,
     set_log_append_time,
 )
-from onceflow.log.durability import append_durably, sync_directory, write_atomically
+from onceflow.log.durability import sync_directory, write_atomically
+from onceflow.log.durable_offsets import DurableWaiters, SyncPoint, SyncTarget
 from onceflow.log.producer_state import (
     BatchMetadata,
     CompletedTxn,
     ProducerStateManager,
 )
-from onceflow.log.record_index import record_entries
-from onceflow.log.recovery import QUARANTINE_DIR, CutRegion, describe_region, quarantine_copy
-from onceflow.log.segment import CutBackFailed, LogSegment, SegmentScan
+from onceflow.log.recovery import QUARANTINE_DIR
+from onceflow.log.segment import CutBackFailed, LogSegment
+from onceflow.log.tail_recovery import PartitionOffline, rebuild_producer_state, recover_segments
+from onceflow.log.txn_index import AbortedTxn, TxnIndexFiles
 from onceflow.protocol.errors import ErrorCode, KafkaError
 
 log = logging.getLogger(__name__)
-
-TXN_ENTRY = struct.Struct(">hqqqq")  # version, producer id, first, last, last stable offset
-
-
-def now_ms() -> int:
-    return int(time.time() * 1000)
-
-
-def _pack_txn(txn: AbortedTxn) -> bytes:
-    return TXN_ENTRY.pack(
-        0, txn.producer_id, txn.first_offset, txn.last_offset, txn.last_stable_offset
-    )
-
-
-@dataclass(slots=True, frozen=True)
-class AbortedTxn:
-    producer_id: int
-    first_offset: int
-    last_offset: int
-    last_stable_offset: int
-
-
-@dataclass(slots=True, frozen=True)
-class SyncPoint:
-    """How far a partition is durable: every offset below ``offset``, the first ``size``
-    bytes of the segment based at ``segment_base``."""
-
-    offset: int
-    segment_base: int
-    size: int
-
-
-@dataclass(slots=True, frozen=True)
-class SyncTarget:
-    """An fsync about to run off the event loop, and what it will make durable."""
-
-    point: SyncPoint
-    segment: LogSegment
-    generation: int
 
 
 def storage_error(message: str) -> KafkaError:
@@ -116,6 +73,10 @@ class ReadResult:
     aborted: list[AbortedTxn] | None
 
 
+def _base_offset(segment: LogSegment) -> int:
+    return segment.base_offset
+
+
 class PartitionLog:
     def __init__(
         self,
@@ -133,9 +94,9 @@ class PartitionLog:
         self.partition = partition
         self.config = config
         self.segments: list[LogSegment] = []
-        self._segment_bases: list[int] = []
         self.log_start_offset = 0
-        self.flushed_offset = 0  # the high watermark under log.flush.policy=always
+        self.durable = DurableWaiters()  # its flushed offset: the high watermark under
+        # log.flush.policy=always
         self.synced = SyncPoint(0, 0, 0)
         # Offsets below it were durable when the broker last recorded it (None: unknown).
         self.recovery_point = recovery_point
@@ -144,7 +105,7 @@ class PartitionLog:
         self.producers = ProducerStateManager(directory)
         self.aborted: list[AbortedTxn] = []  # sorted by last_offset
         self._waiters: list[asyncio.Future[None]] = []
-        self._durable_waiters: list[tuple[int, asyncio.Future[None]]] = []
+        self.txn_index = TxnIndexFiles(directory)
         self._quarantine_root = quarantine_root or directory.parent / QUARANTINE_DIR
         self._on_append = on_append
         self._failing: str | None = None  # the storage error of the current episode
@@ -170,7 +131,7 @@ class PartitionLog:
 
     @property
     def high_watermark(self) -> int:
-        return self.flushed_offset if self.durable_on_append else self.log_end_offset
+        return self.durable.flushed_offset if self.durable_on_append else self.log_end_offset
 
     @property
     def last_stable_offset(self) -> int:
@@ -200,91 +161,34 @@ class PartitionLog:
             bases = [checkpoint.get("log_start_offset", 0)]
         interval = self.config["index.interval.bytes"]
         self.segments = [LogSegment(self.directory, base, interval) for base in bases]
-        self._segment_bases = [segment.base_offset for segment in self.segments]
-        headers = self._recover(crc_from_offset)
-        if self.offline:
+        try:
+            headers = recover_segments(
+                self.segments,
+                self.name,
+                crc_from_offset,
+                self.recovery_point,
+                self._quarantine_root,
+                self.txn_index.drop_from,
+            )
+        except PartitionOffline as offline:
+            self._go_offline(offline.reason)
             return
         self.log_start_offset = max(
             checkpoint.get("log_start_offset", 0), self.segments[0].base_offset
         )
-        self.aborted = sorted(self._load_txn_indexes(), key=lambda txn: txn.last_offset)
+        self.aborted = sorted(
+            self.txn_index.drop_from(self.log_end_offset), key=lambda txn: txn.last_offset
+        )
         self._rebuild_producer_state(headers)
         if crc_from_offset is not None:  # loading, not reloading what is already synced
             self.active.flush()  # what survived a crash in the page cache is durable now
         self.synced = SyncPoint(self.log_end_offset, self.active.base_offset, self.active.size)
-        self.flushed_offset = self.log_end_offset
-
-    def _recover(self, crc_from_offset: int | None) -> list[BatchHeader]:
-        """Scan every segment; cut an invalid tail after the recovery point (with a copy).
-
-        Returns the headers of every batch kept. Takes the partition offline instead when
-        the damage lies below the recovery point, or the log ends before it.
-        """
-        headers: list[BatchHeader] = []
-        for index, segment in enumerate(self.segments):
-            scan = segment.scan(crc_from_offset)
-            if scan.problem is not None:
-                readable_end = scan.headers[-1].next_offset if scan.headers else segment.base_offset
-                if self.recovery_point is not None and readable_end < self.recovery_point:
-                    self._go_offline(
-                        f"{segment.log_path}: {scan.problem}; offsets from {readable_end} on are "
-                        f"unreadable, below the recovery point {self.recovery_point}, so "
-                        "acknowledged data is damaged. Nothing was cut: inspect it with "
-                        "'onceflow log check', repair with 'onceflow log check --repair'"
-                    )
-                    return []
-                if not self._cut_tail(index, scan, readable_end):
-                    return []
-            segment.load(scan)
-            headers.extend(scan.headers)
-            if scan.problem is not None:
-                break
-        end = self.active.next_offset
-        if self.recovery_point is not None and end < self.recovery_point:
-            self._go_offline(
-                f"the log ends at offset {end} but offsets below {self.recovery_point} were "
-                "durable (recovery point): acknowledged data is missing"
-            )
-            return []
-        return headers
-
-    def _cut_tail(self, index: int, scan: SegmentScan, readable_end: int) -> bool:
-        """Cut segment ``index`` after its last good batch and drop every later segment."""
-        segment = self.segments[index]
-        doomed = [(segment, scan.valid_end)] + [(later, 0) for later in self.segments[index + 1 :]]
-        region = CutRegion()
-        copies = []
-        try:
-            for victim, start in doomed:
-                region.add(describe_region(victim.log_path, start, victim.size))
-                copies.append(
-                    quarantine_copy(self._quarantine_root, self.name, victim.log_path, start)
-                )
-            segment.cut_back(scan.valid_end)
-            for victim, _ in doomed[1:]:
-                victim.delete()
-            del self.segments[index + 1 :]
-            del self._segment_bases[index + 1 :]
-            sync_directory(self.directory)
-            self._drop_txn_entries_from(readable_end)
-        except OSError as error:
-            self._go_offline(f"cannot cut the invalid tail of {segment.log_path}: {error}")
-            return False
-        log.warning(
-            "%s: %s in %s; cut the tail after offset %d: %s; a copy is in %s",
-            self.name,
-            scan.problem,
-            segment.log_path.name,
-            readable_end - 1,
-            region.describe(),
-            ", ".join(str(copy) for copy in copies),
-        )
-        return True
+        self.durable.flushed_offset = self.log_end_offset
 
     def _go_offline(self, reason: str) -> None:
         self.offline = reason
         log.error("partition %s is offline: %s", self.name, reason)
-        self._fail_durable_waiters(-1, storage_error(f"partition {self.name} is offline: {reason}"))
+        self.durable.fail_above(-1, storage_error(f"partition {self.name} is offline: {reason}"))
         self.notify()
 
     def _check_online(self) -> None:
@@ -292,32 +196,14 @@ class PartitionLog:
             raise storage_error(f"partition {self.name} is offline: {self.offline}")
 
     def _rebuild_producer_state(self, headers: list[BatchHeader]) -> None:
-        snapshot_offset = self.producers.load_latest_snapshot(self.log_end_offset)
-        replay_from = max(snapshot_offset, 0)
-        known = {(txn.producer_id, txn.last_offset) for txn in self.aborted}
-        self.aborted = [txn for txn in self.aborted if txn.last_offset < replay_from]
-        for header in headers:
-            if header.base_offset < replay_from:
-                continue
-            control_type, coordinator_epoch = None, -1
-            if header.is_control:
-                segment = self._segment_for(header.base_offset)
-                data = segment.read(header.position, header.size)
-                header_copy = parse_header(data)
-                control_type = control_type_of(data, header_copy)
-                coordinator_epoch = coordinator_epoch_of(data, header_copy)
-            completed = self.producers.replay(header, control_type, coordinator_epoch)
-            if completed is not None and completed.aborted:
-                entry = AbortedTxn(
-                    completed.producer_id,
-                    completed.first_offset,
-                    completed.last_offset,
-                    self.producers.first_unstable_offset() or completed.last_offset + 1,
-                )
-                self.aborted.append(entry)
-                if (entry.producer_id, entry.last_offset) not in known:
-                    self._write_txn_entry(entry)
-        self.aborted.sort(key=lambda txn: txn.last_offset)
+        self.aborted = rebuild_producer_state(
+            self.producers,
+            headers,
+            self.log_end_offset,
+            self.aborted,
+            lambda header: self._segment_for(header.base_offset).read(header.position, header.size),
+            self._write_txn_entry,
+        )
 
     def _checkpoint_path(self) -> Path:
         return self.directory / "partition.json"
@@ -334,37 +220,8 @@ class PartitionLog:
             json.dumps({"log_start_offset": self.log_start_offset}).encode(),
         )
 
-    def _txn_index_paths(self) -> list[Path]:
-        return sorted(self.directory.glob("*.txnindex"))
-
-    @staticmethod
-    def _read_txn_index(path: Path) -> list[AbortedTxn]:
-        data = path.read_bytes()
-        usable = len(data) - len(data) % TXN_ENTRY.size  # a torn last entry is ignored
-        entries = []
-        for position in range(0, usable, TXN_ENTRY.size):
-            _, producer_id, first, last, stable = TXN_ENTRY.unpack_from(data, position)
-            entries.append(AbortedTxn(producer_id, first, last, stable))
-        return entries
-
-    def _load_txn_indexes(self) -> list[AbortedTxn]:
-        return self._drop_txn_entries_from(self.log_end_offset)
-
-    def _drop_txn_entries_from(self, end_offset: int) -> list[AbortedTxn]:
-        """Remove index entries of transactions ending at or after ``end_offset`` (cut);
-        return the entries kept."""
-        kept_everywhere = []
-        for path in self._txn_index_paths():
-            entries = self._read_txn_index(path)
-            kept = [entry for entry in entries if entry.last_offset < end_offset]
-            if len(kept) != len(entries) or path.stat().st_size % TXN_ENTRY.size:
-                write_atomically(path, b"".join(_pack_txn(entry) for entry in kept))
-            kept_everywhere += kept
-        return kept_everywhere
-
     def _write_txn_entry(self, txn: AbortedTxn) -> None:
-        segment = self._segment_for(txn.last_offset)
-        append_durably(self.directory / f"{segment.base_offset:020d}.txnindex", _pack_txn(txn))
+        self.txn_index.append(self._segment_for(txn.last_offset).base_offset, txn)
 
     # -- appending ------------------------------------------------------------------------
 
@@ -428,7 +285,7 @@ class PartitionLog:
             self._append((data,), header)
         except KafkaError:
             if aborted is not None:
-                self._drop_txn_entries_from(offset)
+                self.txn_index.drop_from(offset)
             raise
         completed = self.producers.on_marker(
             header, control_type == CONTROL_ABORT, coordinator_epoch
@@ -539,7 +396,6 @@ class PartitionLog:
         self.producers.write_snapshot(base)
         segment = LogSegment(self.directory, base, self.config["index.interval.bytes"])
         self.segments.append(segment)
-        self._segment_bases.append(base)
         self.synced = SyncPoint(base, base, 0)
 
     # -- durability -----------------------------------------------------------------------
@@ -600,17 +456,17 @@ class PartitionLog:
             )
         self._failing = message
         try:
-            keep = bisect.bisect_right(self._segment_bases, point.segment_base)
+            keep = bisect.bisect_right(self.segments, point.segment_base, key=_base_offset)
             for segment in self.segments[keep:]:
                 segment.delete()
             del self.segments[keep:]
             self.active.cut_back(point.size)
-            self._drop_txn_entries_from(point.offset)
+            self.txn_index.drop_from(point.offset)
             self._reload()
         except OSError as cut_error:
             self._go_offline(f"{message}, and cutting its unsynced tail failed: {cut_error}")
             return
-        self._fail_durable_waiters(point.offset, storage_error(message))
+        self.durable.fail_above(point.offset, storage_error(message))
 
     def _reload(self) -> None:
         """Rebuild every in-memory structure from the files (after cutting them)."""
@@ -621,29 +477,8 @@ class PartitionLog:
         self.aborted = []
         self._open(crc_from_offset=None)
 
-    def _fail_durable_waiters(self, durable_offset: int, error: KafkaError) -> None:
-        still_waiting = []
-        for target, future in self._durable_waiters:
-            if target > durable_offset:
-                if not future.done():
-                    future.set_exception(error)
-            else:
-                still_waiting.append((target, future))
-        self._durable_waiters = still_waiting
-
     def mark_flushed(self, offset: int) -> None:
-        if offset <= self.flushed_offset:
-            return
-        self.flushed_offset = offset
-        still_waiting = []
-        for target, future in self._durable_waiters:
-            if target <= offset:
-                if not future.done():
-                    future.set_result(None)
-            else:
-                still_waiting.append((target, future))
-        self._durable_waiters = still_waiting
-        if self.durable_on_append:
+        if self.durable.flushed(offset) and self.durable_on_append:
             self.notify()
 
     def wait_durable(self, offset: int) -> asyncio.Future[None]:
@@ -651,14 +486,7 @@ class PartitionLog:
 
         Fails with KafkaError(KAFKA_STORAGE_ERROR) if the offsets are cut instead.
         """
-        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        if offset <= self.flushed_offset:
-            future.set_result(None)
-        elif self.offline:
-            future.set_exception(storage_error(self.offline))
-        else:
-            self._durable_waiters.append((offset, future))
-        return future
+        return self.durable.wait(offset, storage_error(self.offline) if self.offline else None)
 
     # -- reading --------------------------------------------------------------------------
 
@@ -679,7 +507,7 @@ class PartitionLog:
                 future.set_result(None)
 
     def _segment_for(self, offset: int) -> LogSegment:
-        index = bisect.bisect_right(self._segment_bases, offset) - 1
+        index = bisect.bisect_right(self.segments, offset, key=_base_offset) - 1
         return self.segments[max(index, 0)]
 
     def read(self, offset: int, max_bytes: int, read_committed: bool) -> ReadResult:
@@ -702,39 +530,19 @@ class PartitionLog:
         return ReadResult(records, high_watermark, stable, self.log_start_offset, aborted)
 
     def _read_range(self, offset: int, upper: int, max_bytes: int) -> tuple[bytes, int]:
-        index = max(bisect.bisect_right(self._segment_bases, offset) - 1, 0)
-        for segment in self.segments[index:]:
-            start = end = -1
-            end_offset = offset
-            for header in segment.headers_from(offset):
-                if header.base_offset >= upper:
-                    break
-                if start < 0:
-                    start = header.position
-                elif header.position + header.size - start > max_bytes:
-                    break
-                end = header.position + header.size
-                end_offset = header.next_offset
-            if start >= 0:
-                return self._checked(segment, start, segment.read(start, end - start)), end_offset
-            if segment.next_offset > offset:
-                break
-        return b"", offset
-
-    def _checked(self, segment: LogSegment, start: int, data: bytes) -> bytes:
-        """``data`` if every batch in it is intact; a damaged one takes the partition offline."""
-        checked = 0
-        for header in iter_headers(data):
-            if not check_crc(data, header):
-                problem = f"CRC mismatch in the batch at offset {header.base_offset}"
-                break
-            checked = header.position + header.size
-        else:
-            if checked == len(data):
-                return data
-            problem = "a batch that does not parse"
+        """The batches from ``offset`` below ``upper`` (at least one, up to ``max_bytes``)
+        and the offset after them; a damaged batch takes the partition offline."""
+        start = max(bisect.bisect_right(self.segments, offset, key=_base_offset) - 1, 0)
+        found = segment_reads.read_range(self.segments[start:], offset, upper, max_bytes)
+        if found is None:
+            return b"", offset
+        segment, position, data, end_offset = found
+        damage = segment_reads.first_damage(data)
+        if damage is None:
+            return data, end_offset
+        problem, at = damage
         self._go_offline(
-            f"{problem} ({segment.log_path}, byte {start + checked}) found while serving a "
+            f"{problem} ({segment.log_path}, byte {position + at}) found while serving a "
             "fetch: acknowledged data is damaged. Check it with 'onceflow log check'"
         )
         raise storage_error(f"partition {self.name} is offline: {self.offline}")
@@ -746,67 +554,20 @@ class PartitionLog:
         return [txn for txn in self.aborted[first:] if txn.first_offset < end]
 
     def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
-        """First record at or after the log start with timestamp >= ``timestamp``.
-
-        Answers (offset, timestamp) of that record, as Kafka does; a batch whose records
-        cannot be read here (a codec other than gzip) answers for its first offset.
-        """
         self._check_online()
-        for segment in self.segments:
-            if segment.max_timestamp < timestamp:
-                continue
-            for header in segment.headers_for_timestamp(timestamp):
-                if header.max_timestamp < timestamp or header.next_offset <= self.log_start_offset:
-                    continue
-                entries = record_entries(segment.read(header.position, header.size), header)
-                if entries is None:
-                    return max(header.base_offset, self.log_start_offset), header.max_timestamp
-                for entry in entries:
-                    if entry.timestamp >= timestamp and entry.offset >= self.log_start_offset:
-                        return entry.offset, entry.timestamp
-        return None
+        return timestamp_lookup.offset_for_timestamp(
+            self.segments, self.log_start_offset, timestamp
+        )
 
     def legacy_offsets_before(self, timestamp: int, max_count: int) -> list[int]:
-        """ListOffsets v0: segment start offsets (and the log end) whose segment was last
-        written at or before ``timestamp``, newest first, as Kafka's legacy lookup answers.
-
-        -1 (latest) starts from the log end, -2 (earliest) from the log start.
-        """
         self._check_online()
-        candidates = [
-            (max(segment.base_offset, self.log_start_offset), segment.last_modified_ms())
-            for segment in self.segments
-        ]
-        if self.active.size > 0:
-            candidates.append((self.log_end_offset, int(time.time() * 1000)))
-        if timestamp == -1:
-            start = len(candidates) - 1
-        elif timestamp == -2:
-            start = 0
-        else:
-            start = len(candidates) - 1
-            while start >= 0 and candidates[start][1] > timestamp:
-                start -= 1
-        chosen = [candidates[index][0] for index in range(start, -1, -1)][: max(max_count, 0)]
-        return sorted(chosen, reverse=True)
+        return timestamp_lookup.legacy_offsets_before(
+            self.segments, self.log_start_offset, self.log_end_offset, timestamp, max_count
+        )
 
     def offset_of_max_timestamp(self) -> tuple[int, int]:
-        """The first record holding the largest timestamp: (offset, timestamp), or (-1, -1)."""
         self._check_online()
-        best: tuple[LogSegment, BatchHeader] | None = None
-        for segment in self.segments:
-            if best is None or segment.max_timestamp > best[1].max_timestamp:
-                for header in segment.headers_from(segment.base_offset):
-                    if best is None or header.max_timestamp > best[1].max_timestamp:
-                        best = (segment, header)
-        if best is None:
-            return -1, -1
-        segment, header = best
-        entries = record_entries(segment.read(header.position, header.size), header) or []
-        for entry in entries:
-            if entry.timestamp == header.max_timestamp:
-                return entry.offset, entry.timestamp
-        return header.last_offset, header.max_timestamp
+        return timestamp_lookup.offset_of_max_timestamp(self.segments)
 
     def delete_records_before(self, offset: int) -> int:
         self._check_online()
@@ -829,7 +590,6 @@ class PartitionLog:
 
     def _delete_oldest_segment(self) -> None:
         segment = self.segments.pop(0)
-        self._segment_bases.pop(0)
         segment.delete()
         new_start = self.segments[0].base_offset
         if new_start > self.log_start_offset:
@@ -840,27 +600,12 @@ class PartitionLog:
 
     def enforce_retention(self) -> int:
         """Delete old segments per retention.ms / retention.bytes; return how many."""
-        if "delete" not in str(self.config["cleanup.policy"]).split(","):
-            return 0
-        deleted = 0
-        retention_ms = self.config["retention.ms"]
-        retention_bytes = self.config["retention.bytes"]
-        now = now_ms()
-        while len(self.segments) > 1:
-            oldest = self.segments[0]
-            if oldest.next_offset > self.high_watermark:
-                break
-            expired = (
-                retention_ms >= 0
-                and oldest.max_timestamp >= 0
-                and (now - oldest.max_timestamp > retention_ms)
-            )
-            oversized = retention_bytes >= 0 and self.size_bytes() - oldest.size >= retention_bytes
-            if not (expired or oversized):
-                break
+        count = retention.expired_segments(
+            self.segments, self.config, self.high_watermark, now_ms()
+        )
+        for _ in range(count):
             self._delete_oldest_segment()
-            deleted += 1
-        return deleted
+        return count
 
     def close(self) -> None:
         if self.segments and not self.deleted and not self.offline:
@@ -880,6 +625,6 @@ class PartitionLog:
             path.unlink(missing_ok=True)
         self.directory.rmdir()
         self.notify()
-        self._fail_durable_waiters(
+        self.durable.fail_above(
             -1, KafkaError(ErrorCode.unknown_topic_or_partition, f"{self.topic} was deleted")
         )

@@ -192,12 +192,6 @@ class ProducerStateManager:
     def entry(self, producer_id: int) -> ProducerEntry | None:
         return self.producers.get(producer_id)
 
-    def truncate_from(self, offset: int) -> None:
-        """Forget transactions that started at or after ``offset`` (log truncation)."""
-        for producer_id, first in list(self.ongoing.items()):
-            if first >= offset:
-                del self.ongoing[producer_id]
-
     def drop_before(self, log_start_offset: int) -> None:
         """Drop producers whose every remembered batch precedes the log start offset."""
         for producer_id, entry in list(self.producers.items()):

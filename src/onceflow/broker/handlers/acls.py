@@ -1,4 +1,5 @@
-"""CreateAcls v1-3, DescribeAcls v1-3, DeleteAcls v1-3: the ACL store behind the authorizer.
+"""CreateAcls v1-3 (API 30), DescribeAcls v1-3 (API 29), DeleteAcls v1-3 (API 31): the ACL store
+behind the authorizer.
 
 CreateAcls and DeleteAcls need ALTER on the cluster, DescribeAcls DESCRIBE; without an
 authorizer (``authorizer.class.name`` empty) all three answer SECURITY_DISABLED.

@@ -1,4 +1,5 @@
-"""DescribeConfigs v1-4, AlterConfigs v0-2, IncrementalAlterConfigs v0-1: topics and the broker.
+"""DescribeConfigs v1-4 (API 32), AlterConfigs v0-2 (API 33), IncrementalAlterConfigs v0-1 (API
+44): topics and the broker.
 
 Broker configs that Kafka changes at runtime and onceflow reads live (the topic defaults
 such as ``log.retention.ms``) can be set for this broker or cluster-wide; the others are

@@ -1,4 +1,4 @@
-"""CreateTopics v2-7, DeleteTopics v1-6, CreatePartitions v0-3."""
+"""CreateTopics v2-7 (API 19), DeleteTopics v1-6 (API 20), CreatePartitions v0-3 (API 37)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""ApiVersions v0-3: the versions of every API this broker implements, and (v3) the
+"""ApiVersions v0-3 (API 18): the versions of every API this broker implements, and (v3) the
 features: ``transaction.version`` 2 (KIP-890 part 2) and ``group.version`` 1 (KIP-848),
 supported and finalized, so clients that know them use them."""
 

@@ -1,4 +1,5 @@
-"""DescribeCluster v0-1: the single node, and (when asked) the cluster operations allowed."""
+"""DescribeCluster v0-1 (API 60): the single node, and (when asked) the cluster operations
+allowed."""
 
 from __future__ import annotations
 

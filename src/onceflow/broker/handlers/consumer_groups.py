@@ -1,5 +1,5 @@
-"""ConsumerGroupHeartbeat v0-1, ConsumerGroupDescribe v0-1: KIP-848 consumer groups
-(``group.protocol=consumer``), with the ``uniform`` and ``range`` server-side assignors."""
+"""ConsumerGroupHeartbeat v0-1 (API 68), ConsumerGroupDescribe v0-1 (API 69): KIP-848 consumer
+groups (``group.protocol=consumer``), with the ``uniform`` and ``range`` server-side assignors."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import datetime
 from typing import Any
 
 from onceflow.broker.context import RequestContext
-from onceflow.broker.handlers.groups import GROUP_AUTHORIZED_OPERATIONS, client_host, coordinator
+from onceflow.broker.handlers.groups import GROUP_AUTHORIZED_OPERATIONS, client_host
 from onceflow.broker.operations import NOT_ASKED
 from onceflow.broker.registry import handles
 from onceflow.broker.security import rules
@@ -32,7 +32,7 @@ async def consumer_group_heartbeat(ctx: RequestContext, request: Any) -> Any:
     ):
         raise KafkaError(ErrorCode.topic_authorization_failed)
     cls = ctx.response_class
-    protocol = coordinator(ctx).consumer_protocol
+    protocol = ctx.broker.groups.consumer_protocol
     owned = None
     if request.topic_partitions is not None:
         owned = {t.topic_id: set(t.partitions) for t in request.topic_partitions if t.partitions}
@@ -95,7 +95,7 @@ async def consumer_group_describe(ctx: RequestContext, request: Any) -> Any:
     member_cls = element(group_cls, "members")
     assignment_cls = element(member_cls, "assignment")
     partitions_cls = element(assignment_cls, "topic_partitions")
-    protocol = coordinator(ctx).consumer_protocol
+    protocol = ctx.broker.groups.consumer_protocol
     operations = GROUP_AUTHORIZED_OPERATIONS if request.include_authorized_operations else NOT_ASKED
 
     def described(assignment: dict) -> Any:

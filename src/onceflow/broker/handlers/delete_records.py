@@ -1,4 +1,4 @@
-"""DeleteRecords v0-2: move a partition's log start offset forward."""
+"""DeleteRecords v0-2 (API 21): move a partition's log start offset forward."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Fetch v4-17: stored batches up to the high watermark (or the LSO for read_committed).
+"""Fetch v4-17 (API 1): stored batches up to the high watermark (or the LSO for read_committed).
 
 From v13 on topics are named by their id (KIP-516); an unknown id answers UNKNOWN_TOPIC_ID.
 

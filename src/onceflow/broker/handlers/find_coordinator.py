@@ -1,4 +1,4 @@
-"""FindCoordinator v0-4: this broker coordinates every group and transactional id."""
+"""FindCoordinator v0-4 (API 10): this broker coordinates every group and transactional id."""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
-"""JoinGroup v0-9, SyncGroup v0-5, Heartbeat v0-4, LeaveGroup v0-5, ListGroups v0-5,
-DescribeGroups v0-5, DeleteGroups v0-2: the classic group protocol."""
+"""JoinGroup v0-9 (API 11), SyncGroup v0-5 (API 14), Heartbeat v0-4 (API 12), LeaveGroup v0-5
+(API 13), ListGroups v0-5 (API 16), DescribeGroups v0-5 (API 15), DeleteGroups v0-2 (API 42):
+the classic group protocol."""
 
 from __future__ import annotations
 
@@ -9,8 +10,9 @@ from typing import Any
 from onceflow.broker.context import RequestContext
 from onceflow.broker.registry import handles
 from onceflow.broker.security import rules
-from onceflow.coordinator.group import GroupCoordinator, group_state, group_type
+from onceflow.coordinator.group import group_state, group_type
 from onceflow.coordinator.group_metadata import GroupState
+from onceflow.coordinator.group_requests import JoinGroupRequest, SyncGroupRequest
 from onceflow.protocol.codec import build, element
 from onceflow.protocol.errors import ErrorCode, KafkaError
 
@@ -19,13 +21,6 @@ CONSUMER = "consumer"
 NO_AUTHORIZED_OPERATIONS = -(2**31)
 # READ, DELETE and DESCRIBE (AclOperation codes 3, 6, 8): everything, as there are no ACLs
 GROUP_AUTHORIZED_OPERATIONS = (1 << 3) | (1 << 6) | (1 << 8)
-
-
-def coordinator(ctx: RequestContext) -> GroupCoordinator:
-    groups = ctx.broker.groups
-    if groups is None:
-        raise KafkaError(ErrorCode.coordinator_not_available, "no group coordinator")
-    return groups
 
 
 def milliseconds(value: datetime.timedelta | int) -> int:
@@ -44,18 +39,20 @@ async def join_group(ctx: RequestContext, request: Any) -> Any:
     cls = ctx.response_class
     session_timeout = milliseconds(request.session_timeout)
     rebalance_timeout = milliseconds(getattr(request, "rebalance_timeout", request.session_timeout))
-    result = await coordinator(ctx).join_group(
-        request.group_id,
-        request.member_id,
-        getattr(request, "group_instance_id", None),
-        ctx.header.client_id or "",
-        client_host(ctx),
-        session_timeout,
-        rebalance_timeout,
-        request.protocol_type,
-        [(protocol.name, protocol.metadata) for protocol in request.protocols],
-        require_known_member_id=ctx.version >= 4,
-        reason=getattr(request, "reason", None),
+    result = await ctx.broker.groups.classic.join_group(
+        JoinGroupRequest(
+            request.group_id,
+            request.member_id,
+            getattr(request, "group_instance_id", None),
+            ctx.header.client_id or "",
+            client_host(ctx),
+            session_timeout,
+            rebalance_timeout,
+            request.protocol_type,
+            [(protocol.name, protocol.metadata) for protocol in request.protocols],
+            require_known_member_id=ctx.version >= 4,
+            reason=getattr(request, "reason", None),
+        )
     )
     member_cls = element(cls, "members")
     protocol_name = result.protocol_name
@@ -81,14 +78,16 @@ async def join_group(ctx: RequestContext, request: Any) -> Any:
 @handles(14, 0, 5)
 async def sync_group(ctx: RequestContext, request: Any) -> Any:
     rules.require(ctx, rules.READ, rules.GROUP, request.group_id)
-    result = await coordinator(ctx).sync_group(
-        request.group_id,
-        request.generation_id,
-        request.member_id,
-        getattr(request, "group_instance_id", None),
-        getattr(request, "protocol_type", None),
-        getattr(request, "protocol_name", None),
-        {item.member_id: item.assignment for item in request.assignments},
+    result = await ctx.broker.groups.classic.sync_group(
+        SyncGroupRequest(
+            request.group_id,
+            request.generation_id,
+            request.member_id,
+            getattr(request, "group_instance_id", None),
+            getattr(request, "protocol_type", None),
+            getattr(request, "protocol_name", None),
+            {item.member_id: item.assignment for item in request.assignments},
+        )
     )
     return build(
         ctx.response_class,
@@ -103,7 +102,7 @@ async def sync_group(ctx: RequestContext, request: Any) -> Any:
 @handles(12, 0, 4)
 async def heartbeat(ctx: RequestContext, request: Any) -> Any:
     rules.require(ctx, rules.READ, rules.GROUP, request.group_id)
-    code = coordinator(ctx).heartbeat(
+    code = ctx.broker.groups.classic.heartbeat(
         request.group_id,
         request.member_id,
         getattr(request, "group_instance_id", None),
@@ -120,7 +119,7 @@ async def leave_group(ctx: RequestContext, request: Any) -> Any:
         leaving = [(request.member_id, None)]
     else:
         leaving = [(member.member_id, member.group_instance_id) for member in request.members]
-    top, results = coordinator(ctx).leave_group(request.group_id, leaving)
+    top, results = ctx.broker.groups.classic.leave_group(request.group_id, leaving)
     if ctx.version < 3:
         code = top
         if code == ErrorCode.none and results:
@@ -141,7 +140,7 @@ async def leave_group(ctx: RequestContext, request: Any) -> Any:
 @handles(16, 0, 5)
 async def list_groups(ctx: RequestContext, request: Any) -> Any:
     cls = ctx.response_class
-    groups = coordinator(ctx).list_groups(
+    groups = ctx.broker.groups.list_groups(
         list(getattr(request, "states_filter", ()) or ()),
         list(getattr(request, "types_filter", ()) or ()),
     )
@@ -170,7 +169,7 @@ async def describe_groups(ctx: RequestContext, request: Any) -> Any:
     cls = ctx.response_class
     group_cls = element(cls, "groups")
     member_cls = element(group_cls, "members")
-    groups = coordinator(ctx)
+    groups = ctx.broker.groups
     wanted = getattr(request, "include_authorized_operations", False)
     described = []
     for group_id in request.groups:
@@ -181,27 +180,18 @@ async def describe_groups(ctx: RequestContext, request: Any) -> Any:
         try:
             group = groups.describe_group(group_id) if allowed else None
         except KafkaError as error:
+            code, message, state, group = error.code, error.message, "", None
+        else:
+            code = ErrorCode.none if allowed else ErrorCode.group_authorization_failed
+            message, state = None, GroupState.DEAD.value if allowed else ""
+        if group is None:  # an error, or no such group: an entry without members
             described.append(
                 build(
                     group_cls,
-                    error_code=error.code,
-                    error_message=error.message,
+                    error_code=code,
+                    error_message=message,
                     group_id=group_id,
-                    group_state="",
-                    protocol_type="",
-                    protocol_data="",
-                    members=(),
-                    authorized_operations=operations,
-                )
-            )
-            continue
-        if group is None:
-            described.append(
-                build(
-                    group_cls,
-                    error_code=ErrorCode.none if allowed else ErrorCode.group_authorization_failed,
-                    group_id=group_id,
-                    group_state=GroupState.DEAD.value if allowed else "",
+                    group_state=state,
                     protocol_type="",
                     protocol_data="",
                     members=(),
@@ -241,7 +231,7 @@ async def delete_groups(ctx: RequestContext, request: Any) -> Any:
     cls = ctx.response_class
     result_cls = element(cls, "results")
     allowed = [g for g in request.groups_names if rules.allowed(ctx, rules.DELETE, rules.GROUP, g)]
-    results = await coordinator(ctx).delete_groups(allowed) if allowed else {}
+    results = await ctx.broker.groups.delete_groups(allowed) if allowed else {}
     for group_id in request.groups_names:
         results.setdefault(group_id, ErrorCode.group_authorization_failed)
     return build(

@@ -1,4 +1,5 @@
-"""ListOffsets v0-7: earliest, latest (the LSO under read_committed), max timestamp, by time.
+"""ListOffsets v0-7 (API 2): earliest, latest (the LSO under read_committed), max timestamp, by
+time.
 
 v0 (dropped by Kafka 4.0, still sent by sarama-based tools such as Burrow) answers a list
 of segment start offsets, as Kafka 3.x does.

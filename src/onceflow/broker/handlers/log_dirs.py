@@ -1,4 +1,5 @@
-"""DescribeLogDirs v1-4, AlterReplicaLogDirs v1-2: the data directory is the one log dir.
+"""DescribeLogDirs v1-4 (API 35), AlterReplicaLogDirs v1-2 (API 34): the data directory is the
+one log dir.
 
 Moving a replica to the directory it is in is done at once; any other path answers
 LOG_DIR_NOT_FOUND, and a partition the broker does not host REPLICA_NOT_AVAILABLE, as

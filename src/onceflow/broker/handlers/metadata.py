@@ -1,5 +1,5 @@
-"""Metadata v1-12: one broker (this one) leading every partition; optional auto-creation;
-topics asked for by id (v10+) as well as by name."""
+"""Metadata v1-12 (API 3): one broker (this one) leading every partition; optional
+auto-creation; topics asked for by id (v10+) as well as by name."""
 
 from __future__ import annotations
 

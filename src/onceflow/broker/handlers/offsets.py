@@ -1,4 +1,5 @@
-"""OffsetCommit v2-9, OffsetFetch v1-9 (per-group and group-batched forms), OffsetDelete v0."""
+"""OffsetCommit v2-9 (API 8), OffsetFetch v1-9 (API 9) (per-group and group-batched forms),
+OffsetDelete v0 (API 47)."""
 
 from __future__ import annotations
 
@@ -6,27 +7,22 @@ import datetime
 from typing import Any
 
 from onceflow.broker.context import RequestContext
-from onceflow.broker.handlers.groups import coordinator
+from onceflow.broker.partition_responses import partition_errors, topic_responses
 from onceflow.broker.registry import handles
 from onceflow.broker.security import rules
+from onceflow.coordinator.group_metadata import TopicPartition
+from onceflow.coordinator.group_requests import OffsetCommitRequest, OffsetRequest
 from onceflow.protocol.codec import build, element
 from onceflow.protocol.errors import ErrorCode
 
 NO_THROTTLE = datetime.timedelta(0)
 
 
-def _by_topic(results: dict[tuple[str, int], Any]) -> dict[str, list[tuple[int, Any]]]:
-    topics: dict[str, list[tuple[int, Any]]] = {}
-    for (topic, partition), value in results.items():
-        topics.setdefault(topic, []).append((partition, value))
-    return topics
-
-
-@handles(8, 2, 9)
-async def offset_commit(ctx: RequestContext, request: Any) -> Any:
-    cls = ctx.response_class
-    topic_cls = element(cls, "topics")
-    partition_cls = element(topic_cls, "partitions")
+def offsets_to_commit(
+    ctx: RequestContext, request: Any, transactional_id: str | None = None
+) -> tuple[dict[TopicPartition, ErrorCode], OffsetRequest]:
+    """An OffsetCommit's or TxnOffsetCommit's (offset, leader epoch, metadata) per
+    partition: those authorization refuses (with their error), and the rest."""
     offsets = {
         (topic.name, partition.partition_index): (
             partition.committed_offset,
@@ -37,33 +33,39 @@ async def offset_commit(ctx: RequestContext, request: Any) -> Any:
         for partition in topic.partitions
     }
     denied = rules.group_then_topics(
-        ctx, request.group_id, rules.READ, rules.READ, [t.name for t in request.topics]
+        ctx,
+        request.group_id,
+        rules.READ,
+        rules.READ,
+        [topic.name for topic in request.topics],
+        transactional_id,
     )
     refused = {key: denied[key[0]] for key in offsets if key[0] in denied}
-    offsets = {key: value for key, value in offsets.items() if key not in refused}
+    return refused, {key: value for key, value in offsets.items() if key not in refused}
+
+
+@handles(8, 2, 9)
+async def offset_commit(ctx: RequestContext, request: Any) -> Any:
+    cls = ctx.response_class
+    topic_cls = element(cls, "topics")
+    partition_cls = element(topic_cls, "partitions")
+    refused, offsets = offsets_to_commit(ctx, request)
     results = refused
     if offsets:
-        results = refused | await coordinator(ctx).commit_offsets(
-            request.group_id,
-            request.member_id,
-            getattr(request, "group_instance_id", None),
-            request.generation_id_or_member_epoch,
-            offsets,
-            ctx.version,
+        results = refused | await ctx.broker.groups.offsets.commit(
+            OffsetCommitRequest(
+                request.group_id,
+                request.member_id,
+                getattr(request, "group_instance_id", None),
+                request.generation_id_or_member_epoch,
+                offsets,
+                ctx.version,
+            )
         )
     return build(
         cls,
         throttle_time=NO_THROTTLE,
-        topics=tuple(
-            topic_cls(
-                name=name,
-                partitions=tuple(
-                    partition_cls(partition_index=partition, error_code=code)
-                    for partition, code in partitions
-                ),
-            )
-            for name, partitions in _by_topic(results).items()
-        ),
+        topics=topic_responses(topic_cls, results, partition_errors(partition_cls)),
     )
 
 
@@ -79,21 +81,22 @@ def _fetch_topics(
             for partition in getattr(topic, "partition_indexes", ())
         ]
     answers = rules.offsets_to_show(
-        ctx, coordinator(ctx).fetch_offsets(group_id, wanted, require_stable), topics is None
+        ctx, ctx.broker.groups.offsets.fetch(group_id, wanted, require_stable), topics is None
     )
-    by_topic: dict[str, list[Any]] = {}
-    for (topic, partition), offset, epoch, metadata, code in answers:
-        by_topic.setdefault(topic, []).append(
-            build(
-                partition_cls,
-                partition_index=partition,
-                committed_offset=offset,
-                committed_leader_epoch=epoch,
-                metadata=metadata,
-                error_code=code,
-            )
+
+    def partition_response(partition: int, answer: tuple[int, int, str, ErrorCode]) -> Any:
+        offset, epoch, metadata, code = answer
+        return build(
+            partition_cls,
+            partition_index=partition,
+            committed_offset=offset,
+            committed_leader_epoch=epoch,
+            metadata=metadata,
+            error_code=code,
         )
-    return tuple(topic_cls(name=name, partitions=tuple(p)) for name, p in by_topic.items())
+
+    by_partition = {tp: (offset, epoch, meta, code) for tp, offset, epoch, meta, code in answers}
+    return topic_responses(topic_cls, by_partition, partition_response)
 
 
 @handles(9, 1, 9)
@@ -146,15 +149,14 @@ async def offset_delete(ctx: RequestContext, request: Any) -> Any:
     for topic in request.topics:
         for partition in topic.partitions:
             key = (topic.name, partition.partition_index)
-            log_topic = logs.topics.get(topic.name)
             if topic.name in denied:
                 results[key] = denied[topic.name]
-            elif log_topic is None or not 0 <= key[1] < len(log_topic.partitions):
+            elif not logs.has_partition(key):
                 results[key] = ErrorCode.unknown_topic_or_partition
             else:
                 known.append(key)
                 results[key] = ErrorCode.none
-    top, deleted = await coordinator(ctx).delete_offsets(request.group_id, known)
+    top, deleted = await ctx.broker.groups.offsets.delete(request.group_id, known)
     if top != ErrorCode.none:
         return build(cls, error_code=top, throttle_time=NO_THROTTLE, topics=())
     results.update(deleted)
@@ -162,14 +164,5 @@ async def offset_delete(ctx: RequestContext, request: Any) -> Any:
         cls,
         error_code=ErrorCode.none,
         throttle_time=NO_THROTTLE,
-        topics=tuple(
-            topic_cls(
-                name=name,
-                partitions=tuple(
-                    partition_cls(partition_index=partition, error_code=code)
-                    for partition, code in partitions
-                ),
-            )
-            for name, partitions in _by_topic(results).items()
-        ),
+        topics=topic_responses(topic_cls, results, partition_errors(partition_cls)),
     )

@@ -1,4 +1,4 @@
-"""Produce v3-12: validate each partition's batch, append it, answer once it is durable.
+"""Produce v3-12 (API 0): validate each partition's batch, append it, answer once it is durable.
 
 From v12 on (transactions v2, KIP-890 part 2) a transactional batch adds its partition to
 the transaction itself; older versions need AddPartitionsToTxn first."""
@@ -57,9 +57,7 @@ async def produce(ctx: RequestContext, request: Any) -> Any:
                     if record_errors:
                         raise KafkaError(ErrorCode.invalid_record, _summary(record_errors))
                 if header.is_transactional or request.transactional_id is not None:
-                    transactions = getattr(broker, "transactions", None)
-                    if transactions is None:
-                        raise KafkaError(ErrorCode.invalid_txn_state, "transactions unavailable")
+                    transactions = broker.transactions
                     if ctx.version >= IMPLICIT_ADD_PARTITIONS:
                         await transactions.add_produce_partition(
                             request.transactional_id, header, topic_data.name, data.index

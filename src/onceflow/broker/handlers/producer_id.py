@@ -1,4 +1,4 @@
-"""InitProducerId v0-4: new ids for idempotent producers; transactional ids go to the
+"""InitProducerId v0-4 (API 22): new ids for idempotent producers; transactional ids go to the
 coordinator."""
 
 from __future__ import annotations
@@ -18,14 +18,10 @@ async def init_producer_id(ctx: RequestContext, request: Any) -> Any:
     broker = ctx.broker
     rules.require_init_producer_id(ctx, request.transactional_id)
     if request.transactional_id is None:
-        assert broker.producer_ids is not None
         producer_id, epoch = broker.producer_ids.next_id(), 0
     else:
-        transactions = getattr(broker, "transactions", None)
-        if transactions is None:
-            raise KafkaError(ErrorCode.coordinator_not_available, "no transaction coordinator")
         try:
-            producer_id, epoch = await transactions.init_producer_id(
+            producer_id, epoch = await broker.transactions.init_producer_id(
                 request.transactional_id,
                 request.transaction_timeout.total_seconds() * 1000,
                 getattr(request, "producer_id", -1),

@@ -1,4 +1,5 @@
-"""ElectLeaders v0-2, AlterPartitionReassignments v0, ListPartitionReassignments v0.
+"""ElectLeaders v0-2 (API 43), AlterPartitionReassignments v0 (API 45),
+ListPartitionReassignments v0 (API 46).
 
 On one broker every partition's only replica (node 0) is its leader and its preferred
 leader, so, as a one-broker Kafka answers: an election is never needed

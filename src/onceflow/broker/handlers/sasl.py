@@ -1,4 +1,5 @@
-"""SaslHandshake v0-1 and SaslAuthenticate v0-2: the SASL exchange on a SASL_* listener.
+"""SaslHandshake v0-1 (API 17) and SaslAuthenticate v0-2 (API 36): the SASL exchange on a SASL_*
+listener.
 
 Until it completes, a connection may send only ApiVersions, SaslHandshake and
 SaslAuthenticate (the connection closes on anything else). After SaslHandshake v0 the

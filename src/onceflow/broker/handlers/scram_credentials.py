@@ -1,6 +1,6 @@
-"""AlterUserScramCredentials v0 and DescribeUserScramCredentials v0, as Kafka's controller
-answers them. Upsertions carry the salted password; the broker keeps only the stored and
-server keys derived from it (broker/security/credential_store.py)."""
+"""AlterUserScramCredentials v0 (API 51) and DescribeUserScramCredentials v0 (API 50), as
+Kafka's controller answers them. Upsertions carry the salted password; the broker keeps only the
+stored and server keys derived from it (broker/security/credential_store.py)."""
 
 from __future__ import annotations
 

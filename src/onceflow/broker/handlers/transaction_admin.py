@@ -1,5 +1,5 @@
-"""ListTransactions v0-1, DescribeTransactions v0, DescribeProducers v0: finding hanging
-transactions."""
+"""ListTransactions v0-1 (API 66), DescribeTransactions v0 (API 65), DescribeProducers v0 (API
+61): finding hanging transactions."""
 
 from __future__ import annotations
 
@@ -7,7 +7,6 @@ import datetime
 from typing import Any
 
 from onceflow.broker.context import RequestContext
-from onceflow.broker.handlers.transactions import coordinator
 from onceflow.broker.registry import handles
 from onceflow.broker.security import rules
 from onceflow.protocol.codec import build, element
@@ -41,7 +40,7 @@ async def list_transactions(ctx: RequestContext, request: Any) -> Any:
         "PrepareEpochFence",
     }
     listed = []
-    for metadata in coordinator(ctx).listing():
+    for metadata in ctx.broker.transactions.listing():
         if states and metadata.state.value not in states:
             continue
         if not rules.allowed(
@@ -76,7 +75,7 @@ async def describe_transactions(ctx: RequestContext, request: Any) -> Any:
     described = []
     for transactional_id in request.transactional_ids:
         allowed = rules.allowed(ctx, rules.DESCRIBE, rules.TRANSACTIONAL_ID, transactional_id)
-        metadata = coordinator(ctx).describe(transactional_id) if allowed else None
+        metadata = ctx.broker.transactions.describe(transactional_id) if allowed else None
         if metadata is None:
             described.append(
                 build(

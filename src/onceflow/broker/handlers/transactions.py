@@ -1,6 +1,7 @@
-"""AddPartitionsToTxn v0-3, AddOffsetsToTxn v0-3, EndTxn v0-5, TxnOffsetCommit v0-5 (the
-transaction APIs). EndTxn v5+ and TxnOffsetCommit v5+ are transactions v2 (KIP-890 part 2):
-the epoch moves on with every EndTxn, and the group's offsets join implicitly."""
+"""AddPartitionsToTxn v0-3 (API 24), AddOffsetsToTxn v0-3 (API 25), EndTxn v0-5 (API 26),
+TxnOffsetCommit v0-5 (API 28) (the transaction APIs). EndTxn v5+ and TxnOffsetCommit v5+ are
+transactions v2 (KIP-890 part 2): the epoch moves on with every EndTxn, and the group's offsets
+join implicitly."""
 
 from __future__ import annotations
 
@@ -8,9 +9,11 @@ import datetime
 from typing import Any
 
 from onceflow.broker.context import RequestContext
+from onceflow.broker.handlers.offsets import offsets_to_commit
+from onceflow.broker.partition_responses import partition_errors, topic_responses
 from onceflow.broker.registry import handles
 from onceflow.broker.security import rules
-from onceflow.coordinator.transaction import TransactionCoordinator
+from onceflow.coordinator.group_requests import TxnOffsetCommitRequest
 from onceflow.protocol.codec import build, element
 from onceflow.protocol.errors import ErrorCode, KafkaError
 
@@ -19,13 +22,6 @@ NO_THROTTLE = datetime.timedelta(0)
 
 class _Refused(Exception):
     """Every partition of a TxnOffsetCommit was refused by authorization."""
-
-
-def coordinator(ctx: RequestContext) -> TransactionCoordinator:
-    transactions = ctx.broker.transactions
-    if transactions is None:
-        raise KafkaError(ErrorCode.coordinator_not_available, "no transaction coordinator")
-    return transactions
 
 
 def for_version(ctx: RequestContext, code: ErrorCode, fenced_since: int = 2) -> ErrorCode:
@@ -48,7 +44,7 @@ async def add_partitions_to_txn(ctx: RequestContext, request: Any) -> Any:
     transactional_id = request.v3_and_below_transactional_id
     try:
         results = rules.add_partitions_denials(ctx, transactional_id, wanted)
-        results = results or await coordinator(ctx).add_partitions(
+        results = results or await ctx.broker.transactions.add_partitions(
             request.v3_and_below_transactional_id,
             request.v3_and_below_producer_id,
             request.v3_and_below_producer_epoch,
@@ -56,17 +52,14 @@ async def add_partitions_to_txn(ctx: RequestContext, request: Any) -> Any:
         )
     except KafkaError as error:
         results = dict.fromkeys(wanted, for_version(ctx, error.code))
-    by_topic: dict[str, list[Any]] = {}
-    for (topic, partition), code in results.items():
-        by_topic.setdefault(topic, []).append(
-            partition_cls(partition_index=partition, partition_error_code=code)
-        )
     return build(
         cls,
         throttle_time=NO_THROTTLE,
-        results_by_topic_v3_and_below=tuple(
-            topic_cls(name=name, results_by_partition=tuple(parts))
-            for name, parts in by_topic.items()
+        results_by_topic_v3_and_below=topic_responses(
+            topic_cls,
+            results,
+            partition_errors(partition_cls, "partition_error_code"),
+            "results_by_partition",
         ),
     )
 
@@ -76,7 +69,7 @@ async def add_offsets_to_txn(ctx: RequestContext, request: Any) -> Any:
     rules.require(ctx, rules.WRITE, rules.TRANSACTIONAL_ID, request.transactional_id)
     rules.require(ctx, rules.READ, rules.GROUP, request.group_id)
     try:
-        code = await coordinator(ctx).add_offsets(
+        code = await ctx.broker.transactions.add_offsets(
             request.transactional_id,
             request.producer_id,
             request.producer_epoch,
@@ -96,7 +89,7 @@ async def end_txn(ctx: RequestContext, request: Any) -> Any:
     code = ErrorCode.none
     producer_id, epoch = -1, -1
     try:
-        producer_id, epoch = await coordinator(ctx).end_transaction(
+        producer_id, epoch = await ctx.broker.transactions.end_transaction(
             request.transactional_id,
             request.producer_id,
             request.producer_epoch,
@@ -119,30 +112,12 @@ async def txn_offset_commit(ctx: RequestContext, request: Any) -> Any:
     cls = ctx.response_class
     topic_cls = element(cls, "topics")
     partition_cls = element(topic_cls, "partitions")
-    offsets = {
-        (topic.name, partition.partition_index): (
-            partition.committed_offset,
-            getattr(partition, "committed_leader_epoch", -1),
-            partition.committed_metadata,
-        )
-        for topic in request.topics
-        for partition in topic.partitions
-    }
-    denied = rules.group_then_topics(
-        ctx,
-        request.group_id,
-        rules.READ,
-        rules.READ,
-        [topic.name for topic in request.topics],
-        request.transactional_id,
-    )
-    refused = {key: denied[key[0]] for key in offsets if key[0] in denied}
-    offsets = {key: value for key, value in offsets.items() if key not in refused}
+    refused, offsets = offsets_to_commit(ctx, request, request.transactional_id)
     try:
         if not offsets:
             raise _Refused
         if ctx.version >= TRANSACTIONS_V2:
-            code = await coordinator(ctx).add_offsets(
+            code = await ctx.broker.transactions.add_offsets(
                 request.transactional_id,
                 request.producer_id,
                 request.producer_epoch,
@@ -151,36 +126,30 @@ async def txn_offset_commit(ctx: RequestContext, request: Any) -> Any:
             if code != ErrorCode.none:
                 raise KafkaError(code)
         else:
-            coordinator(ctx).check_offsets_added(
+            ctx.broker.transactions.check_offsets_added(
                 request.transactional_id,
                 request.producer_id,
                 request.producer_epoch,
                 request.group_id,
             )
-        groups = ctx.broker.groups
-        if groups is None:
-            raise KafkaError(ErrorCode.coordinator_not_available, "no group coordinator")
-        results = await groups.txn_offset_commit(
-            request.group_id,
-            request.producer_id,
-            request.producer_epoch,
-            getattr(request, "member_id", ""),
-            getattr(request, "generation_id", -1),
-            getattr(request, "group_instance_id", None),
-            offsets,
+        results = await ctx.broker.groups.offsets.commit_transactional(
+            TxnOffsetCommitRequest(
+                request.group_id,
+                request.producer_id,
+                request.producer_epoch,
+                getattr(request, "member_id", ""),
+                getattr(request, "generation_id", -1),
+                getattr(request, "group_instance_id", None),
+                offsets,
+            )
         )
     except KafkaError as error:
         results = dict.fromkeys(offsets, for_version(ctx, error.code, fenced_since=3))
     except _Refused:
         results = {}
     results = refused | results
-    by_topic: dict[str, list[Any]] = {}
-    for (topic, partition), code in results.items():
-        by_topic.setdefault(topic, []).append(
-            partition_cls(partition_index=partition, error_code=code)
-        )
     return build(
         cls,
         throttle_time=NO_THROTTLE,
-        topics=tuple(topic_cls(name=name, partitions=tuple(p)) for name, p in by_topic.items()),
+        topics=topic_responses(topic_cls, results, partition_errors(partition_cls)),
     )

@@ -20,7 +20,7 @@ from typing import Any
 from onceflow.broker.context import Deferred, RequestContext
 from onceflow.broker.registry import handles
 from onceflow.broker.security import rules
-from onceflow.coordinator.transaction import CONSUMER_OFFSETS_TOPIC
+from onceflow.coordinator.group_log import CONSUMER_OFFSETS_TOPIC
 from onceflow.log.batch import CONTROL_ABORT, CONTROL_COMMIT
 from onceflow.protocol.codec import build, element
 from onceflow.protocol.errors import ErrorCode, KafkaError
@@ -77,10 +77,11 @@ async def _answer_when_durable(ctx: RequestContext, writes: list[MarkerWrite]) -
         except KafkaError as error:
             write.code = error.code
             continue
-        groups = ctx.broker.groups
-        if write.topic == CONSUMER_OFFSETS_TOPIC and groups is not None:
+        if write.topic == CONSUMER_OFFSETS_TOPIC:
             # Only a durable marker settles a transaction's offset commits, as in Kafka.
-            groups.complete_transaction(write.producer_id, write.committed, write.partition)
+            ctx.broker.groups.offsets.complete_transaction(
+                write.producer_id, write.committed, write.partition
+            )
     return _response(ctx.response_class, writes)
 
 
