@@ -116,12 +116,7 @@ class ProducerStateManager:
         """Record an appended data batch (header carries its assigned base offset)."""
         if not header.has_producer_id:
             return
-        entry = self.producers.get(header.producer_id)
-        if entry is None:
-            entry = self.producers[header.producer_id] = ProducerEntry(header.producer_id)
-        if header.producer_epoch != entry.epoch:
-            entry.epoch = header.producer_epoch
-            entry.batches.clear()
+        entry = self._entry_at_epoch(header)
         if header.base_sequence != NO_SEQUENCE:
             entry.batches.append(
                 BatchMetadata(
@@ -161,12 +156,7 @@ class ProducerStateManager:
         self, header: BatchHeader, aborted: bool, coordinator_epoch: int
     ) -> CompletedTxn | None:
         """Record a commit/abort marker; return the transaction it completed, if any."""
-        entry = self.producers.get(header.producer_id)
-        if entry is None:
-            entry = self.producers[header.producer_id] = ProducerEntry(header.producer_id)
-        if header.producer_epoch != entry.epoch:
-            entry.epoch = header.producer_epoch
-            entry.batches.clear()
+        entry = self._entry_at_epoch(header)
         entry.coordinator_epoch = coordinator_epoch
         entry.last_timestamp = header.max_timestamp
         first_offset = self.ongoing.pop(header.producer_id, None)
@@ -188,6 +178,16 @@ class ProducerStateManager:
 
     def open_transaction(self, producer_id: int) -> int | None:
         return self.ongoing.get(producer_id)
+
+    def _entry_at_epoch(self, header: BatchHeader) -> ProducerEntry:
+        """The producer's entry, its batches forgotten when the batch opens a new epoch."""
+        entry = self.producers.get(header.producer_id)
+        if entry is None:
+            entry = self.producers[header.producer_id] = ProducerEntry(header.producer_id)
+        if header.producer_epoch != entry.epoch:
+            entry.epoch = header.producer_epoch
+            entry.batches.clear()
+        return entry
 
     def entry(self, producer_id: int) -> ProducerEntry | None:
         return self.producers.get(producer_id)
