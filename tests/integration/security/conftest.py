@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 from collections.abc import Iterator
 
 import pytest
@@ -21,3 +22,11 @@ def secured_broker(tmp_path_factory, tls_files) -> Iterator[BrokerProcess]:
     broker = start_secured_broker(tmp_path_factory.mktemp("secured"), tls_files)
     yield broker
     broker.stop()
+
+
+@pytest.fixture(autouse=True)
+def destroy_dropped_clients() -> Iterator[None]:
+    """Clients a test dropped while a fatal error's traceback still held them are destroyed
+    now, while the module's broker runs, not later in another test's output."""
+    yield
+    gc.collect()

@@ -113,11 +113,11 @@ def produce_one(config: dict, topic: str) -> KafkaError | None:
         fatal = raised if isinstance(raised, KafkaException) else raised.__context__
         if not isinstance(fatal, KafkaException):
             raise
-        return fatal.args[0]
-    finally:
-        # The exception's traceback holds this frame, so without close() the producer would
-        # live (and reconnect to a stopped broker) until the garbage collector runs.
-        producer.close()
+        error = fatal.args[0]
+        # Its traceback holds this frame: kept, the producer would outlive the broker and
+        # reconnect until the garbage collector ran (close() raises the fatal error again).
+        del fatal
+        return error
     return errors[0]
 
 
@@ -350,8 +350,8 @@ def test_transactions_need_write_on_the_transactional_id(broker, admin):
     refused = Producer(as_user(broker, ALICE, **{"transactional.id": txn_id}))
     with pytest.raises(KafkaException) as raised:
         refused.init_transactions(TIMEOUT)
-    refused.close()
     assert raised.value.args[0].code() == KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    del raised, refused  # the traceback holds this frame (close() raises the fatal error)
 
     create_acls(
         admin, [allow(ALICE_PRINCIPAL, ResourceType.TRANSACTIONAL_ID, txn_id, AclOperation.WRITE)]
