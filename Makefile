@@ -34,7 +34,8 @@ test: venv system-deps
 	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist loadgroup -q --durations=30
 
 # Long loops beyond what CI needs: 2,000 simulated power losses of a working broker, 20
-# SIGKILL-and-restart cycles of three Spark queries on one source, and 20 fresh demo runs.
+# SIGKILL-and-restart cycles of three Spark queries on one source, the Spark sinks' crash
+# points on both databases for each strategy, and 20 fresh demo runs.
 STRESS_POWER_LOSSES ?= 2000
 STRESS_SPARK_RESTARTS ?= 20
 STRESS_DEMOS ?= 20
@@ -43,6 +44,7 @@ stress: venv system-deps
 		tests/integration/test_power_loss.py
 	ONCEFLOW_SPARK_RESTARTS=$(STRESS_SPARK_RESTARTS) $(BIN)/python -m pytest -q \
 		tests/spark/test_multi_query_restart.py
+	ONCEFLOW_STRESS=1 $(BIN)/python -m pytest -q tests/spark/test_sink_chaos.py
 	$(BIN)/python scripts/demo_runs.py --runs $(STRESS_DEMOS)
 
 unit: venv

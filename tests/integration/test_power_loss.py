@@ -8,7 +8,7 @@ no record is stored twice, no damaged batch is ever served, committed offsets ne
 back past an acknowledged commit, and read_committed sees each acknowledged transaction
 exactly once and every other transaction whole or not at all.
 
-ONCEFLOW_POWER_LOSS_CYCLES sets the number of crashes (CI: 200; `make stress`: more).
+ONCEFLOW_POWER_LOSS_CYCLES sets the number of crashes (CI: 100; `make stress`: 2,000).
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ from tests.integration.wire import create_topic, fetch_values
 
 pytestmark = pytest.mark.xdist_group("power-loss")
 
-CYCLES = int(os.environ.get("ONCEFLOW_POWER_LOSS_CYCLES", "200"))
+CYCLES = int(os.environ.get("ONCEFLOW_POWER_LOSS_CYCLES", "100"))
 EVENT_PARTITIONS = 3
 TXN_PARTITIONS = 2
 QUICK = {"reconnect.backoff.ms": 20, "reconnect.backoff.max.ms": 200, "socket.timeout.ms": 5000}
