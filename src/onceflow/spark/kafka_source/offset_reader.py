@@ -1,0 +1,152 @@
+"""Driver-side metadata: which partitions are read and where they start and end.
+
+Uses one confluent-kafka ``AdminClient`` (created lazily, never pickled): Metadata for the
+partitions of the subscription, ListOffsets for earliest and latest offsets. Latest
+offsets honour the isolation level, so under ``read_committed`` "latest" is the last
+stable offset and a micro-batch never includes an open transaction.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from confluent_kafka import IsolationLevel, KafkaError, KafkaException
+from confluent_kafka import TopicPartition as KafkaTopicPartition
+from confluent_kafka.admin import AdminClient, OffsetSpec
+
+from onceflow.spark.kafka_source.offsets import (
+    EARLIEST,
+    EARLIEST_OFFSET,
+    LATEST,
+    LATEST_OFFSET,
+    OffsetMap,
+    TopicPartition,
+)
+from onceflow.spark.kafka_source.options import OnceflowOptionError, SourceOptions
+
+log = logging.getLogger(__name__)
+
+INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
+_MISSING = (
+    KafkaError.UNKNOWN_TOPIC_OR_PART,
+    KafkaError._UNKNOWN_TOPIC,
+    KafkaError._UNKNOWN_PARTITION,
+)
+
+
+class OffsetReader:
+    def __init__(self, options: SourceOptions, timeout: float = 30.0) -> None:
+        self.options = options
+        self.timeout = timeout
+        self._admin: AdminClient | None = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        state["_admin"] = None
+        return state
+
+    @property
+    def admin(self) -> AdminClient:
+        if self._admin is None:
+            self._admin = AdminClient(self.options.client_config())
+        return self._admin
+
+    def close(self) -> None:
+        self._admin = None
+
+    # -- partitions ------------------------------------------------------------------
+
+    def partitions(self) -> list[TopicPartition]:
+        """The topic partitions the subscription reads now, in order."""
+        subscription = self.options.subscription
+        if subscription.kind == "assign":
+            return list(subscription.assignment)
+        metadata = self.admin.list_topics(timeout=self.timeout)
+        result = []
+        for name, topic in metadata.topics.items():
+            if topic.error is not None or name in INTERNAL_TOPICS:
+                continue
+            if subscription.matches(name):
+                result.extend((name, p) for p in topic.partitions)
+        return sorted(result)
+
+    # -- offsets ---------------------------------------------------------------------
+
+    def earliest(self, partitions: list[TopicPartition]) -> OffsetMap:
+        return self._list_offsets(partitions, OffsetSpec.earliest())
+
+    def latest(self, partitions: list[TopicPartition]) -> OffsetMap:
+        return self._list_offsets(partitions, OffsetSpec.latest())
+
+    def _list_offsets(self, partitions: list[TopicPartition], spec: OffsetSpec) -> OffsetMap:
+        """Offsets of the partitions that exist; missing ones are left out."""
+        if not partitions:
+            return {}
+        isolation = (
+            IsolationLevel.READ_COMMITTED
+            if self.options.isolation_level == "read_committed"
+            else IsolationLevel.READ_UNCOMMITTED
+        )
+        request = {KafkaTopicPartition(t, p): spec for t, p in partitions}
+        futures = self.admin.list_offsets(
+            request, isolation_level=isolation, request_timeout=self.timeout
+        )
+        result: OffsetMap = {}
+        for tp, future in futures.items():
+            try:
+                result[(tp.topic, tp.partition)] = int(future.result(self.timeout).offset)
+            except KafkaException as error:
+                if error.args and getattr(error.args[0], "code", lambda: None)() in _MISSING:
+                    continue
+                raise
+        return result
+
+    def resolve(self, spec: Any, partitions: list[TopicPartition], name: str) -> OffsetMap:
+        """``earliest``/``latest``/explicit offsets → concrete offsets of ``partitions``."""
+        if spec == EARLIEST:
+            return self.earliest(partitions)
+        if spec == LATEST:
+            return self.latest(partitions)
+        assert isinstance(spec, dict)
+        wanted = set(partitions)
+        if self.options.subscription.kind == "subscribePattern":
+            wanted = {tp for tp in wanted if tp[0] in {t for t, _ in spec}}
+        missing = sorted(wanted - set(spec))
+        if missing:
+            raise OnceflowOptionError(
+                f"option '{name}' with specific offsets must name every partition read; "
+                f"missing: {', '.join(f'{t}-{p}' for t, p in missing)} (use -2 for earliest, "
+                "-1 for latest)"
+            )
+        unknown = sorted(set(spec) - set(partitions))
+        if unknown:
+            raise OnceflowOptionError(
+                f"option '{name}' names partitions that do not exist or are not read: "
+                f"{', '.join(f'{t}-{p}' for t, p in unknown)}"
+            )
+        earliest_needed = [tp for tp, o in spec.items() if o == EARLIEST_OFFSET]
+        latest_needed = [tp for tp, o in spec.items() if o != EARLIEST_OFFSET]
+        earliest = self.earliest(earliest_needed)
+        latest = self.latest(latest_needed)
+        past_end = [
+            f"{t}-{p} offset {o} > end {latest[(t, p)]}"
+            for (t, p), o in sorted(spec.items())
+            if o >= 0 and (t, p) in latest and o > latest[(t, p)]
+        ]
+        if past_end:
+            raise OnceflowOptionError(
+                f"option '{name}' asks for offsets past the end of their partitions: "
+                f"{', '.join(past_end)} (use -1 for the end)"
+            )
+        result: OffsetMap = {}
+        for tp, offset in spec.items():
+            if offset == EARLIEST_OFFSET:
+                if tp in earliest:
+                    result[tp] = earliest[tp]
+            elif offset == LATEST_OFFSET:
+                if tp in latest:
+                    result[tp] = latest[tp]
+            else:
+                result[tp] = offset
+        return result

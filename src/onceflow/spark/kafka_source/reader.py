@@ -1,0 +1,264 @@
+"""Read one topic-partition offset range on an executor, as Arrow record batches.
+
+A range ``[start, end)`` is read with a confluent-kafka consumer in assign mode (it never
+joins a group and never commits). Under ``read_committed`` a range has gaps: control
+records (transaction markers) and aborted records are never delivered, so the range is
+done when the consumer's position reaches ``end`` (or a record/EOF at or past ``end``
+arrives), never by counting records.
+"""
+
+from __future__ import annotations
+
+import bisect
+import logging
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+import pyarrow as pa
+import pyarrow.compute as pc
+from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
+
+from onceflow.spark.kafka_source.offsets import OffsetRange
+from onceflow.spark.kafka_source.schema import arrow_schema
+
+log = logging.getLogger(__name__)
+
+_DATA_LOSS_HINT = (
+    "Some data may have been lost because they are not available in Kafka any more; either "
+    "the data was aged out or deleted (DeleteRecords), or the topic was deleted before all "
+    "its data was processed. If you don't want the query to fail in such cases, set the "
+    "source option 'failOnDataLoss' to 'false'."
+)
+_SKIP_HINT = (
+    "Some data may have been lost because they are not available in Kafka any more. "
+    "Skipping them because the source option 'failOnDataLoss' is 'false'."
+)
+
+
+class OnceflowDataLossError(RuntimeError):
+    """Offsets the query needs are gone (truncated, aged out, topic deleted)."""
+
+
+def report_data_loss(fail: bool, message: str) -> None:
+    """Like Spark's connector: raise with ``failOnDataLoss=true``, else log and go on."""
+    if fail:
+        raise OnceflowDataLossError(f"{message}. {_DATA_LOSS_HINT}")
+    log.warning("%s. %s", message, _SKIP_HINT)
+
+
+@dataclass(frozen=True)
+class ReadSettings:
+    """Everything an executor needs besides the range; plain data, picklable."""
+
+    kafka_config: dict[str, str] = field(default_factory=dict)
+    fail_on_data_loss: bool = True
+    include_headers: bool = False
+    poll_timeout_ms: int = 120_000
+    max_records_per_batch: int = 10_000
+
+    def consumer_config(self) -> dict[str, object]:
+        config: dict[str, object] = dict(self.kafka_config)
+        config.update(
+            {
+                # A private group id: the reader only uses assign() and never commits.
+                "group.id": f"onceflow-spark-{uuid.uuid4().hex}-executor",
+                "enable.auto.commit": False,
+                "enable.auto.offset.store": False,
+                "enable.partition.eof": True,
+                "auto.offset.reset": "error",
+            }
+        )
+        config.setdefault("isolation.level", "read_committed")
+        # librdkafka pauses fetching for fetch.queue.backoff.ms (default 1000 ms) whenever
+        # its prefetch queue holds more than queued.min.messages (100,000): a task reading
+        # a large range then waits about a second after every 100,000 records. Resume
+        # fetching as soon as the queue has room instead.
+        config.setdefault("fetch.queue.backoff.ms", "20")
+        return config
+
+
+class _Columns:
+    """Columns of the Arrow batch being built, filled a ``consume()`` result at a time.
+
+    Hot path: one list comprehension per column over a run of data messages instead of a
+    method call and six appends per message, and the constant columns (topic, partition)
+    built by Arrow rather than from Python lists.
+    """
+
+    def __init__(self, include_headers: bool) -> None:
+        self.include_headers = include_headers
+        self.clear()
+
+    def clear(self) -> None:
+        self.keys: list[bytes | None] = []
+        self.values: list[bytes | None] = []
+        self.offsets: list[int] = []
+        self.kinds: list[int] = []
+        self.millis: list[int] = []
+        self.headers: list[list[dict] | None] = []
+
+    def __len__(self) -> int:
+        return len(self.offsets)
+
+    def add(self, messages: list, offsets: list[int]) -> None:
+        """Data messages (no errors) of one partition, in offset order, with their offsets."""
+        self.keys += [m.key() for m in messages]
+        self.values += [m.value() for m in messages]
+        self.offsets += offsets
+        stamps = [m.timestamp() for m in messages]
+        self.kinds += [s[0] for s in stamps]
+        self.millis += [s[1] for s in stamps]
+        if self.include_headers:
+            for message in messages:
+                headers = message.headers()
+                self.headers.append(
+                    [{"key": k, "value": v} for k, v in headers] if headers is not None else []
+                )
+
+    def to_batch(self, topic: str, partition: int, schema: pa.Schema) -> pa.RecordBatch:
+        n = len(self.offsets)
+        # confluent-kafka's timestamp types 0/1/2 (none, CreateTime, LogAppendTime) are
+        # Kafka's ids -1/0/1 plus one.
+        timestamp_types = pc.subtract(pa.array(self.kinds, pa.int32()), 1)
+        arrays = [
+            pa.array(self.keys, pa.binary()),
+            pa.array(self.values, pa.binary()),
+            pa.repeat(pa.scalar(topic, pa.string()), n),
+            pa.repeat(pa.scalar(partition, pa.int32()), n),
+            pa.array(self.offsets, pa.int64()),
+            pa.array(self.millis, pa.timestamp("ms", tz="UTC")).cast(_MICROS),
+            timestamp_types,
+        ]
+        if self.include_headers:
+            arrays.append(pa.array(self.headers, schema.field("headers").type))
+        batch = pa.RecordBatch.from_arrays(arrays, schema=schema)
+        self.clear()
+        return batch
+
+
+_MICROS = pa.timestamp("us", tz="UTC")
+# Messages per consume() call. confluent-kafka's Message objects are tracked by Python's
+# cyclic garbage collector: thousands of them alive at once survive into the old
+# generations and trigger full collections of the whole worker process (which holds all
+# of pyspark), which cost more than the reading itself. Runs below the first generation's
+# threshold (700) die young.
+_CONSUME_CHUNK = 500
+
+
+def read_range(offset_range: OffsetRange, settings: ReadSettings) -> Iterator[pa.RecordBatch]:
+    """Yield the records of ``offset_range`` as Arrow batches of Spark's Kafka schema."""
+    if offset_range.size == 0:
+        return
+    topic, partition, end = offset_range.topic, offset_range.partition, offset_range.end
+    schema = arrow_schema(settings.include_headers)
+    columns = _Columns(settings.include_headers)
+    consumer = Consumer(settings.consumer_config())
+    try:
+        tp = TopicPartition(topic, partition, offset_range.start)
+        consumer.assign([tp])
+        expected = offset_range.start  # next offset we have not yet seen
+        timeout = settings.poll_timeout_ms / 1000.0
+        deadline = time.monotonic() + timeout
+        done = False
+        while not done:
+            # consume() waits for num_messages or the timeout: ask for no more than the
+            # range still holds, so a task without gaps returns as soon as it has its data
+            # (and for small runs, see _CONSUME_CHUNK).
+            wanted = max(
+                1,
+                min(settings.max_records_per_batch - len(columns), end - expected, _CONSUME_CHUNK),
+            )
+            messages = consumer.consume(num_messages=wanted, timeout=0.05)
+            # Errors and events (EOF, offset reset, ...) are rare: take the runs of data
+            # messages between them in bulk, and handle each error where it occurred.
+            failed = [i for i, m in enumerate(messages) if m.error() is not None]
+            failed.append(len(messages))
+            position = 0
+            for index in failed:
+                if index > position:
+                    run = messages[position:index]
+                    offsets = [m.offset() for m in run]
+                    if offsets[-1] >= end:  # the range ends inside this run
+                        cut = bisect.bisect_left(offsets, end)
+                        run, offsets = run[:cut], offsets[:cut]
+                        done = True
+                    if offsets:
+                        columns.add(run, offsets)
+                        expected = offsets[-1] + 1
+                        deadline = time.monotonic() + timeout
+                    if done:
+                        break
+                position = index + 1
+                if index == len(messages):
+                    break
+                error = messages[index].error()
+                code = error.code()
+                if code == KafkaError._PARTITION_EOF:
+                    if messages[index].offset() >= end:
+                        done = True
+                        break
+                    continue
+                if code in (KafkaError._AUTO_OFFSET_RESET, KafkaError.OFFSET_OUT_OF_RANGE):
+                    low = _log_start(consumer, topic, partition)
+                    report_data_loss(
+                        settings.fail_on_data_loss,
+                        f"Cannot fetch offset {expected} of {topic}-{partition}: the "
+                        f"partition now starts at offset {low}",
+                    )
+                    if low >= end:
+                        done = True
+                        break
+                    expected = max(expected, low)
+                    consumer.assign([TopicPartition(topic, partition, expected)])
+                    deadline = time.monotonic() + timeout
+                    break
+                if code in (
+                    KafkaError.UNKNOWN_TOPIC_OR_PART,
+                    KafkaError._UNKNOWN_TOPIC,
+                    KafkaError._UNKNOWN_PARTITION,
+                ):
+                    report_data_loss(
+                        settings.fail_on_data_loss,
+                        f"Cannot read {topic}-{partition} offsets [{expected}, {end}): "
+                        f"{error.str()}",
+                    )
+                    done = True
+                    break
+                if error.fatal() or not error.retriable():
+                    raise KafkaException(error)
+                log.debug("transient error reading %s-%s: %s", topic, partition, error)
+            if len(columns) >= settings.max_records_per_batch:
+                yield columns.to_batch(topic, partition, schema)
+            if done or expected >= end:
+                break
+            position = consumer.position([TopicPartition(topic, partition)])[0].offset
+            if position >= end:
+                break
+            if position > expected:
+                # Gaps (control records, aborted or compacted data) the client skipped.
+                expected = position
+                deadline = time.monotonic() + timeout
+            if time.monotonic() > deadline:
+                raise TimeoutError(
+                    f"Timed out after {settings.poll_timeout_ms} ms reading {topic}-{partition} "
+                    f"offsets [{expected}, {end}) (range [{offset_range.start}, {end})); set "
+                    "'kafkaConsumer.pollTimeoutMs' to wait longer"
+                )
+        if len(columns):
+            yield columns.to_batch(topic, partition, schema)
+    finally:
+        consumer.close()
+
+
+def _log_start(consumer: Consumer, topic: str, partition: int) -> int:
+    try:
+        low, _high = consumer.get_watermark_offsets(
+            TopicPartition(topic, partition), timeout=10, cached=False
+        )
+        return int(low)
+    except KafkaException as error:
+        raise OnceflowDataLossError(
+            f"Cannot read {topic}-{partition} and cannot find where it starts: {error}"
+        ) from error
