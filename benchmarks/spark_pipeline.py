@@ -259,7 +259,7 @@ def plain_consumer(
         "enable.auto.commit": False,
         "isolation.level": "read_committed",
     }
-    if tuned:  # what the onceflow source sets too (see onceflow.spark.reader)
+    if tuned:  # what the onceflow source sets too (see onceflow.spark.kafka_source.reader)
         config["fetch.queue.backoff.ms"] = 20
     consumer = Consumer(config)
     try:
@@ -455,7 +455,7 @@ def _epoch(timestamp: str) -> float:
 
 
 def table_count(url: str, table: str) -> int:
-    from onceflow.patterns.db import Database
+    from onceflow.db import Database
 
     db = Database(url)
     try:
@@ -465,7 +465,7 @@ def table_count(url: str, table: str) -> int:
 
 
 def table_totals(url: str, table: str) -> tuple[int, int]:
-    from onceflow.patterns.db import Database
+    from onceflow.db import Database
 
     db = Database(url)
     try:
@@ -476,29 +476,9 @@ def table_totals(url: str, table: str) -> tuple[int, int]:
 
 
 def start_spark(master: str):
-    java = shutil.which("java")
-    if "JAVA_HOME" not in os.environ and java:
-        os.environ["JAVA_HOME"] = os.path.dirname(os.path.dirname(os.path.realpath(java)))
-    os.environ["PYSPARK_PYTHON"] = sys.executable
-    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    from pyspark.sql import SparkSession
+    from onceflow.spark.session import local_session
 
-    import onceflow.spark
-
-    spark = (
-        SparkSession.builder.master(master)
-        .appName("onceflow-bench")
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.driver.host", "127.0.0.1")
-        .config("spark.driver.bindAddress", "127.0.0.1")
-        .config("spark.sql.shuffle.partitions", "2")
-        .config("spark.python.worker.reuse", "true")
-        .getOrCreate()
-    )
-    spark.sparkContext.setLogLevel("ERROR")
-    onceflow.spark.register(spark)
+    spark = local_session("onceflow-bench", master=master)
     if __name__ != "__main__":  # imported: Python workers cannot import this file
         from pyspark import cloudpickle
 
