@@ -111,7 +111,7 @@ def main(argv: list[str] | None = None) -> None:
         master=args.master,
         shuffle_partitions=4,
         loopback=False,
-        python=os.environ.get("PYSPARK_PYTHON", sys.executable),
+        python=os.environ.get("PYSPARK_PYTHON"),
     )
     queries = build_queries(spark, args)
     signal.signal(signal.SIGTERM, lambda *_: stopping.set())

@@ -12,12 +12,12 @@ from __future__ import annotations
 
 import os
 import shutil
-import sys
 from collections.abc import Mapping
 
 from pyspark.sql import SparkSession
 
 from onceflow.spark import register
+from onceflow.spark.worker_python import worker_python
 
 
 def java_home() -> str | None:
@@ -36,22 +36,22 @@ def local_session(
     master: str = "local[2]",
     shuffle_partitions: int = 2,
     loopback: bool = True,
-    python: str = sys.executable,
+    python: str | None = None,
     config: Mapping[str, str] | None = None,
     log_level: str = "ERROR",
 ) -> SparkSession:
     """The SparkSession of this process (``getOrCreate``), with onceflow registered.
 
-    ``python`` is the interpreter of Spark's Python workers (``PYSPARK_PYTHON``): by
-    default this one, which has onceflow. ``loopback`` binds the driver to 127.0.0.1 (tests
-    and benchmarks; a job on a real cluster needs its reachable address). ``config`` adds
-    or overrides Spark settings. The Spark UI and the console progress bar are off.
+    ``python`` is the interpreter of Spark's Python workers (``PYSPARK_PYTHON``); by
+    default this one, which has onceflow, through ``worker_python``'s launcher (workers
+    import the installed, byte-compiled pyspark). ``loopback`` binds the driver to
+    127.0.0.1 (tests, benchmarks; a driver a real cluster must reach cannot). ``config``
+    adds or overrides Spark settings. The Spark UI and the console progress bar are off.
     """
     found = java_home()
     if found is not None:
         os.environ.setdefault("JAVA_HOME", found)
-    os.environ["PYSPARK_PYTHON"] = python
-    os.environ["PYSPARK_DRIVER_PYTHON"] = python
+    os.environ["PYSPARK_PYTHON"] = python or worker_python()
     settings = {
         "spark.ui.enabled": "false",
         "spark.ui.showConsoleProgress": "false",
