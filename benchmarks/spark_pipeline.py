@@ -392,17 +392,20 @@ class SparkModes:
         writer = self._stream(topic).select("key", "value").writeStream
         return self._run(writer.format("bench-python-noop"), "pynoop-kv", expected)
 
-    def database(self, topic: str, expected: int, url: str, strategy: str = "direct") -> Timing:
+    def _database_writer(self, topic: str, columns: tuple[str, ...], url: str, **options: str):
+        """A new table's onceflow-database writer (the table name is its sinkId too)."""
         table = f"bench_{uuid.uuid4().hex[:8]}"
         writer = (
             self._stream(topic)
-            .selectExpr(*DATABASE_COLUMNS)
+            .selectExpr(*columns)
             .writeStream.format("onceflow-database")
-            .option("url", url)
-            .option("table", table)
-            .option("mode", "append")
-            .option("strategy", strategy)
-            .option("sinkId", table)
+            .options(url=url, table=table, sinkId=table, **options)
+        )
+        return writer, table
+
+    def database(self, topic: str, expected: int, url: str, strategy: str = "direct") -> Timing:
+        writer, table = self._database_writer(
+            topic, DATABASE_COLUMNS, url, mode="append", strategy=strategy
         )
         timing = self._run(writer, f"database-{strategy}", expected)
         stored = table_count(url, table)
@@ -414,16 +417,8 @@ class SparkModes:
         return self.database(topic, expected, url, strategy="staged")
 
     def database_accumulate(self, topic: str, expected: int, url: str) -> Timing:
-        table = f"bench_{uuid.uuid4().hex[:8]}"
-        writer = (
-            self._stream(topic)
-            .selectExpr(*ACCUMULATE_COLUMNS)
-            .writeStream.format("onceflow-database")
-            .option("url", url)
-            .option("table", table)
-            .option("mode", "accumulate")
-            .option("keyColumns", "store")
-            .option("sinkId", table)
+        writer, table = self._database_writer(
+            topic, ACCUMULATE_COLUMNS, url, mode="accumulate", keyColumns="store"
         )
         timing = self._run(writer, "database-accumulate", expected)
         totals = table_totals(url, table)
