@@ -14,7 +14,7 @@ $(BIN)/python:
 	$(BIN)/pip install --quiet --upgrade pip
 
 $(VENV)/.installed: pyproject.toml | $(BIN)/python
-	$(BIN)/pip install --quiet -e '.[test,postgres,spark]'
+	$(BIN)/pip install --quiet -e '.[test,postgres,spark,chaos]'
 	touch $@
 
 venv: $(VENV)/.installed

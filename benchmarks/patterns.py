@@ -39,8 +39,8 @@ from pathlib import Path
 from bench_topics import create_topics
 from confluent_kafka import Producer
 
+from onceflow.db import connect
 from onceflow.patterns import Runner, RunnerConfig
-from onceflow.patterns.db import connect
 
 PARTITIONS = 3
 

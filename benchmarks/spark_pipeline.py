@@ -259,7 +259,7 @@ def plain_consumer(
         "enable.auto.commit": False,
         "isolation.level": "read_committed",
     }
-    if tuned:  # what the onceflow source sets too (see onceflow.spark.reader)
+    if tuned:  # what the onceflow source sets too (see onceflow.spark.kafka_source.reader)
         config["fetch.queue.backoff.ms"] = 20
     consumer = Consumer(config)
     try:
@@ -392,17 +392,20 @@ class SparkModes:
         writer = self._stream(topic).select("key", "value").writeStream
         return self._run(writer.format("bench-python-noop"), "pynoop-kv", expected)
 
-    def database(self, topic: str, expected: int, url: str, strategy: str = "direct") -> Timing:
+    def _database_writer(self, topic: str, columns: tuple[str, ...], url: str, **options: str):
+        """A new table's onceflow-database writer (the table name is its sinkId too)."""
         table = f"bench_{uuid.uuid4().hex[:8]}"
         writer = (
             self._stream(topic)
-            .selectExpr(*DATABASE_COLUMNS)
+            .selectExpr(*columns)
             .writeStream.format("onceflow-database")
-            .option("url", url)
-            .option("table", table)
-            .option("mode", "append")
-            .option("strategy", strategy)
-            .option("sinkId", table)
+            .options(url=url, table=table, sinkId=table, **options)
+        )
+        return writer, table
+
+    def database(self, topic: str, expected: int, url: str, strategy: str = "direct") -> Timing:
+        writer, table = self._database_writer(
+            topic, DATABASE_COLUMNS, url, mode="append", strategy=strategy
         )
         timing = self._run(writer, f"database-{strategy}", expected)
         stored = table_count(url, table)
@@ -414,16 +417,8 @@ class SparkModes:
         return self.database(topic, expected, url, strategy="staged")
 
     def database_accumulate(self, topic: str, expected: int, url: str) -> Timing:
-        table = f"bench_{uuid.uuid4().hex[:8]}"
-        writer = (
-            self._stream(topic)
-            .selectExpr(*ACCUMULATE_COLUMNS)
-            .writeStream.format("onceflow-database")
-            .option("url", url)
-            .option("table", table)
-            .option("mode", "accumulate")
-            .option("keyColumns", "store")
-            .option("sinkId", table)
+        writer, table = self._database_writer(
+            topic, ACCUMULATE_COLUMNS, url, mode="accumulate", keyColumns="store"
         )
         timing = self._run(writer, "database-accumulate", expected)
         totals = table_totals(url, table)
@@ -455,7 +450,7 @@ def _epoch(timestamp: str) -> float:
 
 
 def table_count(url: str, table: str) -> int:
-    from onceflow.patterns.db import Database
+    from onceflow.db import Database
 
     db = Database(url)
     try:
@@ -465,7 +460,7 @@ def table_count(url: str, table: str) -> int:
 
 
 def table_totals(url: str, table: str) -> tuple[int, int]:
-    from onceflow.patterns.db import Database
+    from onceflow.db import Database
 
     db = Database(url)
     try:
@@ -476,29 +471,9 @@ def table_totals(url: str, table: str) -> tuple[int, int]:
 
 
 def start_spark(master: str):
-    java = shutil.which("java")
-    if "JAVA_HOME" not in os.environ and java:
-        os.environ["JAVA_HOME"] = os.path.dirname(os.path.dirname(os.path.realpath(java)))
-    os.environ["PYSPARK_PYTHON"] = sys.executable
-    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    from pyspark.sql import SparkSession
+    from onceflow.spark.session import local_session
 
-    import onceflow.spark
-
-    spark = (
-        SparkSession.builder.master(master)
-        .appName("onceflow-bench")
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.driver.host", "127.0.0.1")
-        .config("spark.driver.bindAddress", "127.0.0.1")
-        .config("spark.sql.shuffle.partitions", "2")
-        .config("spark.python.worker.reuse", "true")
-        .getOrCreate()
-    )
-    spark.sparkContext.setLogLevel("ERROR")
-    onceflow.spark.register(spark)
+    spark = local_session("onceflow-bench", master=master)
     if __name__ != "__main__":  # imported: Python workers cannot import this file
         from pyspark import cloudpickle
 

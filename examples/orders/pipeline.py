@@ -25,8 +25,8 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import LongType, StringType, StructField, StructType
 
-import onceflow.spark
-from onceflow.spark.progress import onceflow_sources, source_metrics
+from onceflow.spark.kafka_source.progress import onceflow_sources, source_metrics
+from onceflow.spark.session import local_session
 
 stopping = threading.Event()  # set by SIGTERM: stop the queries cleanly
 
@@ -106,17 +106,13 @@ def main(argv: list[str] | None = None) -> None:
     # Python workers (executors, and the driver's data source planners) run this
     # interpreter, which has onceflow, unless told otherwise; on a cluster every node
     # needs onceflow installed at that path.
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    spark = (
-        SparkSession.builder.master(args.master)
-        .appName("onceflow-orders")
-        .config("spark.sql.shuffle.partitions", "4")
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .getOrCreate()
+    spark = local_session(
+        "onceflow-orders",
+        master=args.master,
+        shuffle_partitions=4,
+        loopback=False,
+        python=os.environ.get("PYSPARK_PYTHON"),
     )
-    spark.sparkContext.setLogLevel("ERROR")
-    onceflow.spark.register(spark)
     queries = build_queries(spark, args)
     signal.signal(signal.SIGTERM, lambda *_: stopping.set())
     print("pipeline started", flush=True)

@@ -93,7 +93,7 @@ def build(args: argparse.Namespace) -> Runner:
     )
     runner = Runner(config, handle)
     if config.database_url is not None:
-        from onceflow.patterns.db import connect
+        from onceflow.db import connect
 
         with connect(config.database_url) as db:
             db.script([EFFECTS_DDL[db.dialect]])

@@ -20,8 +20,8 @@ from collections.abc import Callable
 
 import pytest
 
+from onceflow.db import LockTimeout, connect
 from onceflow.patterns import offsets, relay
-from onceflow.patterns.db import LockTimeout, connect
 from onceflow.patterns.offsets import OffsetStore
 from onceflow.patterns.outbox import Outbox
 from tests.integration.patterns_harness import (

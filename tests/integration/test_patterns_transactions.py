@@ -89,6 +89,21 @@ def test_inbox_with_kafka_transactions_is_refused():
     assert any(issubclass(w.category, UnsafeCombinationWarning) for w in caught)
 
 
+def crash_then_finish(mode: str, bootstrap: str, db_url: str, crash_at: str, tmp_path) -> str:
+    """Run the worker (batches of 50) killed at ``crash_at``, then again to the end; the log."""
+    command = worker_command(mode, bootstrap, db_url, "--idle-exit", "2", "--batch-size", "50")
+    log_path = tmp_path / "worker.log"
+    with open(log_path, "a") as log:
+        crashed = subprocess.run(
+            command, cwd=ROOT, stdout=log, stderr=log, timeout=120,
+            env={**os.environ, "ONCEFLOW_CRASH_AT": crash_at},
+        )  # fmt: skip
+        assert crashed.returncode == -9
+        finished = subprocess.run(command, cwd=ROOT, stdout=log, stderr=log, timeout=120)
+        assert finished.returncode == 0
+    return log_path.read_text()
+
+
 @pytest.mark.parametrize("db", ["sqlite"])
 def test_inbox_with_kafka_transactions_loses_events(kafka_broker, tmp_path, db):
     """The seed article's appendix: the inbox commits the event ids, the process dies
@@ -98,19 +113,8 @@ def test_inbox_with_kafka_transactions_loses_events(kafka_broker, tmp_path, db):
     _require_group_offsets(bootstrap)
     produce_events(bootstrap, 500)
     db_url = f"sqlite:///{tmp_path / 'app.db'}"
-    command = worker_command("unsafe_inbox_txn", bootstrap, db_url, "--idle-exit", "2",
-                             "--batch-size", "50")  # fmt: skip
-    log_path = tmp_path / "worker.log"
-    with open(log_path, "a") as log:
-        crashed = subprocess.run(
-            command, cwd=ROOT, stdout=log, stderr=log, timeout=120,
-            env={**os.environ, "ONCEFLOW_CRASH_AT": "after_db_commit:3"},
-        )  # fmt: skip
-        assert crashed.returncode == -9
-        assert (
-            subprocess.run(command, cwd=ROOT, stdout=log, stderr=log, timeout=120).returncode == 0
-        )
-    assert "UNSAFE CONFIGURATION" in log_path.read_text()
+    log = crash_then_finish("unsafe_inbox_txn", bootstrap, db_url, "after_db_commit:3", tmp_path)
+    assert "UNSAFE CONFIGURATION" in log
     effects = audit_effects(bootstrap, db_url)
     assert effects.ok, effects.counts  # the database saw every event once...
     output, _ = audit_topic(bootstrap, "output")
@@ -125,18 +129,7 @@ def test_at_most_once_loses_the_batch_killed_after_the_commit(kafka_broker, tmp_
     _require_group_offsets(bootstrap)
     produce_events(bootstrap, 500)
     db_url = f"sqlite:///{tmp_path / 'app.db'}"
-    command = worker_command("at_most_once", bootstrap, db_url, "--idle-exit", "2",
-                             "--batch-size", "50")  # fmt: skip
-    log_path = tmp_path / "worker.log"
-    with open(log_path, "a") as log:
-        crashed = subprocess.run(
-            command, cwd=ROOT, stdout=log, stderr=log, timeout=120,
-            env={**os.environ, "ONCEFLOW_CRASH_AT": "after_kafka_commit:2"},
-        )  # fmt: skip
-        assert crashed.returncode == -9
-        assert (
-            subprocess.run(command, cwd=ROOT, stdout=log, stderr=log, timeout=120).returncode == 0
-        )
+    crash_then_finish("at_most_once", bootstrap, db_url, "after_kafka_commit:2", tmp_path)
     report = audit_effects(bootstrap, db_url)
     assert 0 < report.counts.get("missing", 0) <= 50, report.counts
     assert report.counts.get("duplicated", 0) == 0

@@ -5,7 +5,7 @@ order to a database table with ``onceflow-database``, the other writes a confirm
 order to a Kafka topic with ``onceflow-kafka``. The driver runs here (client mode) against
 the Spark master given with ``--master``; executors run wherever the master puts them.
 
-Pause points (``ONCEFLOW_SPARK_PAUSE_*``, see ``onceflow.spark.crash``) set in this
+Pause points (``ONCEFLOW_SPARK_PAUSE_*``, see ``onceflow.crash_points``) set in this
 process's environment are passed on to the executors, so a test can stop a task in the
 middle of a batch and kill its executor.
 
@@ -35,35 +35,24 @@ def main() -> None:
     parser.add_argument("--max-offsets-per-trigger", default="300")
     args = parser.parse_args()
 
-    os.environ["PYSPARK_PYTHON"] = sys.executable
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    from pyspark.sql import SparkSession
-    from pyspark.sql import functions as F
+    from onceflow.crash_points import SPARK_PAUSE_PREFIX
+    from onceflow.spark.session import local_session
+    from tests.spark.sink_helpers import confirmation_records, orders_stream
 
-    import onceflow.spark
-    from onceflow.spark import crash
-    from tests.spark.sink_helpers import orders_stream
-
-    builder = (
-        SparkSession.builder.master(args.master)
-        .appName("onceflow-cluster-test")
-        .config("spark.ui.enabled", "false")
-        .config("spark.driver.host", "127.0.0.1")
-        .config("spark.driver.bindAddress", "127.0.0.1")
-        .config("spark.driver.memory", "512m")
-        .config("spark.executor.memory", "512m")
-        .config("spark.executor.cores", "1")
-        .config("spark.cores.max", "2")
-        .config("spark.pyspark.python", sys.executable)
-        .config("spark.sql.shuffle.partitions", "2")
-        .config("spark.executorEnv.PYTHONPATH", os.pathsep.join([f"{ROOT}/src", ROOT]))
-    )
+    config = {
+        "spark.driver.memory": "512m",
+        "spark.executor.memory": "512m",
+        "spark.executor.cores": "1",
+        "spark.cores.max": "2",
+        "spark.pyspark.python": sys.executable,
+        "spark.executorEnv.PYTHONPATH": os.pathsep.join([f"{ROOT}/src", ROOT]),
+    }
     for name, value in os.environ.items():
-        if name.startswith(crash.PAUSE_PREFIX):
-            builder = builder.config(f"spark.executorEnv.{name}", value)
-    spark = builder.getOrCreate()
-    spark.sparkContext.setLogLevel("WARN")
-    onceflow.spark.register(spark)
+        if name.startswith(SPARK_PAUSE_PREFIX):
+            config[f"spark.executorEnv.{name}"] = value
+    spark = local_session(
+        "onceflow-cluster-test", master=args.master, config=config, log_level="WARN"
+    )
 
     orders = orders_stream(
         spark,
@@ -83,10 +72,7 @@ def main() -> None:
         .start()
     )
     to_kafka = (
-        orders.select(
-            F.col("store").alias("key"),
-            F.to_json(F.struct("order_id", "store", "amount")).alias("value"),
-        )
+        confirmation_records(orders)
         .writeStream.format("onceflow-kafka")
         .option("kafka.bootstrap.servers", args.bootstrap)
         .option("topic", args.output_topic)

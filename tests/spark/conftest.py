@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import os
-import shutil
-import sys
 import time
 import uuid
 from collections.abc import Iterator
@@ -16,43 +13,21 @@ from confluent_kafka import KafkaException, Producer  # noqa: E402
 from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic  # noqa: E402
 
 
-def _java_home() -> str | None:
-    if os.environ.get("JAVA_HOME"):
-        return os.environ["JAVA_HOME"]
-    java = shutil.which("java")
-    if java is None:
-        return None
-    return os.path.dirname(os.path.dirname(os.path.realpath(java)))
-
-
 @pytest.fixture(scope="session")
 def spark() -> Iterator:
-    java_home = _java_home()
-    if java_home is None:
+    """One SparkSession per test process (each xdist worker has its own)."""
+    from onceflow.spark.session import java_home, local_session
+
+    if java_home() is None:
         pytest.skip("Spark tests need Java (none on PATH and JAVA_HOME unset)")
-    os.environ.setdefault("JAVA_HOME", java_home)
-    os.environ["PYSPARK_PYTHON"] = sys.executable
-    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    from pyspark.sql import SparkSession
-
-    session = (
-        SparkSession.builder.master("local[2]")
-        .appName("onceflow-tests")
-        .config("spark.ui.enabled", "false")
-        .config("spark.sql.shuffle.partitions", "2")
-        .config("spark.default.parallelism", "2")
-        .config("spark.driver.host", "127.0.0.1")
-        .config("spark.driver.bindAddress", "127.0.0.1")
-        .config("spark.sql.streaming.stopTimeout", "10s")
-        .config("spark.sql.session.timeZone", "UTC")
-        .config("spark.python.worker.reuse", "true")
-        .getOrCreate()
+    session = local_session(
+        "onceflow-tests",
+        config={
+            "spark.default.parallelism": "2",
+            "spark.sql.streaming.stopTimeout": "10s",
+            "spark.sql.session.timeZone": "UTC",
+        },
     )
-    session.sparkContext.setLogLevel("ERROR")
-    import onceflow.spark
-
-    onceflow.spark.register(session)
     yield session
     session.stop()
 

@@ -30,25 +30,10 @@ def main() -> int:
     parser.add_argument("--available-now", action="store_true")
     args = parser.parse_args()
 
-    os.environ["PYSPARK_PYTHON"] = sys.executable
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    from pyspark.sql import SparkSession
-    from pyspark.sql import functions as F
+    from onceflow.spark.session import local_session
+    from tests.spark.sink_helpers import orders_stream, revenue_rows
 
-    import onceflow.spark
-    from tests.spark.sink_helpers import orders_stream
-
-    spark = (
-        SparkSession.builder.master("local[2]")
-        .appName("onceflow-multi-query-job")
-        .config("spark.ui.enabled", "false")
-        .config("spark.driver.host", "127.0.0.1")
-        .config("spark.driver.bindAddress", "127.0.0.1")
-        .config("spark.sql.shuffle.partitions", "2")
-        .getOrCreate()
-    )
-    spark.sparkContext.setLogLevel("ERROR")
-    onceflow.spark.register(spark)
+    spark = local_session("onceflow-multi-query-job")
 
     orders = orders_stream(
         spark, args.bootstrap, args.topic, maxOffsetsPerTrigger=args.max_offsets_per_trigger
@@ -56,7 +41,7 @@ def main() -> int:
     queries = []
     for i in range(args.queries):
         writer = (
-            orders.select("store", F.col("amount").alias("revenue"), F.lit(1).alias("orders"))
+            revenue_rows(orders)
             .writeStream.format("onceflow-database")
             .option("url", f"sqlite:///{args.state}/q{i}.db")
             .option("table", "store_revenue")

@@ -48,6 +48,23 @@ def orders_stream(spark: Any, bootstrap: str, topic: str, starting: str = "earli
     )
 
 
+def revenue_rows(orders: Any) -> Any:
+    """(store, revenue, orders): one row per order, for an accumulate sink by store."""
+    from pyspark.sql import functions as F
+
+    return orders.select("store", F.col("amount").alias("revenue"), F.lit(1).alias("orders"))
+
+
+def confirmation_records(orders: Any) -> Any:
+    """(key, value): one Kafka record per order, keyed by store, for the Kafka sink."""
+    from pyspark.sql import functions as F
+
+    return orders.select(
+        F.col("store").alias("key"),
+        F.to_json(F.struct("order_id", "store", "amount")).alias("value"),
+    )
+
+
 def expected_totals(orders: list[dict]) -> dict[str, tuple[int, int]]:
     totals: dict[str, tuple[int, int]] = {}
     for order in orders:

@@ -1,7 +1,7 @@
 """One streaming query from an orders topic into an onceflow sink, run as a subprocess.
 
 The sink chaos tests run it twice on the same checkpoint: first with a crash point armed
-(``ONCEFLOW_SPARK_CRASH_AT``, see ``onceflow.spark.crash``), which SIGKILLs this whole
+(``ONCEFLOW_SPARK_CRASH_AT``, see ``onceflow.crash_points``), which SIGKILLs this whole
 process group (the Python driver and its JVM), then without, to finish the input.
 
 python tests/spark/sink_job.py --bootstrap H:P --topic T --checkpoint DIR
@@ -35,29 +35,12 @@ def main() -> None:
     parser.add_argument("--max-offsets-per-trigger", default="40")
     args = parser.parse_args()
 
-    from onceflow.spark import crash
+    from onceflow.crash_points import crash_whole_process_group
+    from onceflow.spark.session import local_session
+    from tests.spark.sink_helpers import confirmation_records, orders_stream, revenue_rows
 
-    if os.environ.get(crash.ENV_VAR):
-        os.environ[crash.PGID_VAR] = str(os.getpgrp())  # inherited by the JVM and workers
-    os.environ["PYSPARK_PYTHON"] = sys.executable
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    from pyspark.sql import SparkSession
-    from pyspark.sql import functions as F
-
-    import onceflow.spark
-    from tests.spark.sink_helpers import orders_stream
-
-    spark = (
-        SparkSession.builder.master("local[2]")
-        .appName("onceflow-sink-job")
-        .config("spark.ui.enabled", "false")
-        .config("spark.driver.host", "127.0.0.1")
-        .config("spark.driver.bindAddress", "127.0.0.1")
-        .config("spark.sql.shuffle.partitions", "2")
-        .getOrCreate()
-    )
-    spark.sparkContext.setLogLevel("ERROR")
-    onceflow.spark.register(spark)
+    crash_whole_process_group()
+    spark = local_session("onceflow-sink-job")
     orders = orders_stream(
         spark,
         args.bootstrap,
@@ -68,12 +51,7 @@ def main() -> None:
     writers = []
     if args.database_url:
         for mode in args.mode.split(","):  # one query per mode, each with its own checkpoint
-            if mode == "append":
-                frame = orders
-            else:
-                frame = orders.select(
-                    "store", F.col("amount").alias("revenue"), F.lit(1).alias("orders")
-                )
+            frame = orders if mode == "append" else revenue_rows(orders)
             writer = (
                 frame.writeStream.format("onceflow-database")
                 .option("url", args.database_url)
@@ -86,10 +64,7 @@ def main() -> None:
             writers.append((f"{args.sink_id}-{mode}", writer))
     else:
         writer = (
-            orders.select(
-                F.col("store").alias("key"),
-                F.to_json(F.struct("order_id", "store", "amount")).alias("value"),
-            )
+            confirmation_records(orders)
             .writeStream.format("onceflow-kafka")
             .option("kafka.bootstrap.servers", args.bootstrap)
             .option("topic", args.output_topic)

@@ -9,7 +9,7 @@ import pytest
 from confluent_kafka import TopicPartition
 from confluent_kafka.admin import AdminClient
 
-from onceflow.spark.schema import spark_schema
+from onceflow.spark.kafka_source.schema import spark_schema
 from tests.spark.conftest import create_topic, produce
 
 pytestmark = [pytest.mark.spark]

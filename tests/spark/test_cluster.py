@@ -27,9 +27,10 @@ from pathlib import Path
 
 import pytest
 
+from onceflow.spark.session import java_home
 from onceflow.verify.run import run_verify
 from tests.postgres import postgres_server, postgres_url  # noqa: F401  (fixtures)
-from tests.spark.conftest import _java_home, create_topic
+from tests.spark.conftest import create_topic
 from tests.spark.sink_helpers import make_orders
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
@@ -91,9 +92,9 @@ class StandaloneCluster:
             "PYSPARK_PYTHON": sys.executable,
             "SPARK_DAEMON_MEMORY": "256m",
         }
-        java_home = _java_home()
-        if java_home:
-            self.env["JAVA_HOME"] = java_home
+        home = java_home()
+        if home:
+            self.env["JAVA_HOME"] = home
 
     def _start(self, name: str, *args: str) -> Path:
         log = self.root / f"{name}.log"
@@ -184,7 +185,7 @@ class StandaloneCluster:
 
 @pytest.fixture
 def spark_cluster(tmp_path: Path) -> Iterator[StandaloneCluster]:
-    if _java_home() is None:
+    if java_home() is None:
         pytest.skip("the Spark cluster test needs Java")
     root = tmp_path / "cluster"
     root.mkdir()

@@ -8,20 +8,25 @@ import pytest
 
 from onceflow.spark import database_offsets
 from tests.postgres import postgres_server, postgres_url  # noqa: F401  (fixtures)
-from tests.spark.sink_helpers import expected_totals, make_orders, orders_stream, sqlite_rows
+from tests.spark.sink_helpers import (
+    expected_totals,
+    make_orders,
+    orders_stream,
+    revenue_rows,
+    sqlite_rows,
+)
 
 pytestmark = [pytest.mark.spark]
 
 
 def run_revenue(spark, bootstrap, topic, url, checkpoint, starting="earliest", mode="accumulate"):
-    from pyspark.sql import functions as F
 
     frame = orders_stream(spark, bootstrap, topic, starting, maxOffsetsPerTrigger=40)
     if mode == "append":
         frame = frame.select("order_id", "store", "amount")
         keys = None
     else:
-        frame = frame.select("store", F.col("amount").alias("revenue"), F.lit(1).alias("orders"))
+        frame = revenue_rows(frame)
         keys = "store"
     writer = (
         frame.writeStream.format("onceflow-database")
@@ -91,7 +96,7 @@ def test_accumulate_replayed_batch_and_deleted_checkpoint(spark, kafka_broker, t
 
 
 def _rows(url: str, sql: str) -> list[tuple]:
-    from onceflow.patterns.db import Database
+    from onceflow.db import Database
 
     db = Database(url)
     try:

@@ -4,25 +4,19 @@ from __future__ import annotations
 
 import pytest
 from confluent_kafka import Consumer, KafkaError, TopicPartition
+from kafka.partitioner.default import murmur2
 
-from onceflow.spark.murmur2 import kafka_partition
 from onceflow.verify.run import run_verify
 from tests.spark.conftest import create_topic
-from tests.spark.sink_helpers import make_orders, orders_stream
+from tests.spark.sink_helpers import confirmation_records, make_orders, orders_stream
 from tests.spark.test_database_sink import forget_commit
 
 pytestmark = [pytest.mark.spark]
 
 
 def run_confirmations(spark, bootstrap, topic, out, checkpoint, sink_id):
-    from pyspark.sql import functions as F
-
     query = (
-        orders_stream(spark, bootstrap, topic, maxOffsetsPerTrigger=40)
-        .select(
-            F.col("store").alias("key"),
-            F.to_json(F.struct("order_id", "store", "amount")).alias("value"),
-        )
+        confirmation_records(orders_stream(spark, bootstrap, topic, maxOffsetsPerTrigger=40))
         .writeStream.format("onceflow-kafka")
         .option("kafka.bootstrap.servers", bootstrap)
         .option("topic", out)
@@ -78,9 +72,9 @@ def test_kafka_sink_exactly_once_with_replayed_batch(spark, txn_broker, topic, t
     )
     assert report.ok, report.to_json()
     assert report.sinks[0].records == 120
-    # Keys are placed like Kafka's Java partitioner places them.
+    # Keys are placed like Kafka's Java partitioner places them (kafka-python's copy of it).
     for partition, key in read_committed(bootstrap, out, 3):
-        assert partition == kafka_partition(key, 3)
+        assert partition == (murmur2(key) & 0x7FFFFFFF) % 3
 
 
 def test_kafka_sink_new_checkpoint_same_sink_id_fails(spark, txn_broker, topic, tmp_path):

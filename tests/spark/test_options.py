@@ -6,7 +6,7 @@ import itertools
 
 import pytest
 
-from onceflow.spark.offsets import (
+from onceflow.spark.kafka_source.offsets import (
     OffsetRange,
     from_spark,
     limit_offsets,
@@ -15,7 +15,7 @@ from onceflow.spark.offsets import (
     to_json,
     to_spark,
 )
-from onceflow.spark.options import OnceflowOptionError, parse_options
+from onceflow.spark.kafka_source.options import OnceflowOptionError, parse_options
 
 BASE = {"kafka.bootstrap.servers": "127.0.0.1:9092"}
 

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from onceflow.spark.progress import describe, onceflow_sources, source_metrics
+from onceflow.spark.kafka_source.progress import describe, onceflow_sources, source_metrics
 from tests.spark.conftest import create_topic, produce
 
 pytestmark = [pytest.mark.spark]

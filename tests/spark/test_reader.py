@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import pytest
 
-from onceflow.spark.offset_reader import OffsetReader
-from onceflow.spark.offsets import OffsetRange
-from onceflow.spark.options import parse_options
-from onceflow.spark.reader import OnceflowDataLossError, ReadSettings, read_range
-from onceflow.spark.schema import arrow_schema
+from onceflow.spark.kafka_source.offset_reader import OffsetReader
+from onceflow.spark.kafka_source.offsets import OffsetRange
+from onceflow.spark.kafka_source.options import parse_options
+from onceflow.spark.kafka_source.reader import OnceflowDataLossError, ReadSettings, read_range
+from onceflow.spark.kafka_source.schema import arrow_schema
 from tests.spark.conftest import create_topic, produce, wait_until
 from tests.spark.wire_txn import WireTransactions
 

@@ -27,14 +27,13 @@ from confluent_kafka import KafkaError, Producer
 from confluent_kafka.admin import (
     AclBinding,
     AclOperation,
-    AclPermissionType,
     AdminClient,
     NewTopic,
     ResourcePatternType,
     ResourceType,
 )
 
-from onceflow.patterns.db import connect
+from onceflow.db import connect
 from onceflow.patterns.outbox import Outbox
 from onceflow.patterns.relay import Relay, RelayConfig
 from onceflow.patterns.runner import Runner, RunnerConfig
@@ -42,12 +41,14 @@ from onceflow.verify.run import run_verify
 from tests.integration.security.secured import (
     ADMIN,
     ALICE,
-    AUTHORIZER,
     BOB,
+    allow,
     client_config,
+    create_acls,
     make_tls_files,
-    start_secured_broker,
+    start_authorizing_broker,
 )
+from tests.spark.sink_helpers import revenue_rows
 
 pytestmark = [pytest.mark.spark]
 
@@ -57,15 +58,10 @@ STORES = ["s1", "s2", "s3", "s4"]
 RAW, ORDERS_TOPIC, CONFIRMATIONS = "sec-raw", "sec-orders", "sec-confirmations"
 
 
-def grant(admin: AdminClient, resource: ResourceType, prefix: str) -> AclBinding:
-    return AclBinding(
-        resource,
-        prefix,
-        ResourcePatternType.PREFIXED,
-        "User:alice",
-        "*",
-        AclOperation.ALL,
-        AclPermissionType.ALLOW,
+def grant(resource: ResourceType, prefix: str) -> AclBinding:
+    """Everything on resources named ``prefix...``, for alice."""
+    return allow(
+        "User:alice", resource, prefix, AclOperation.ALL, pattern=ResourcePatternType.PREFIXED
     )
 
 
@@ -73,25 +69,20 @@ def grant(admin: AdminClient, resource: ResourceType, prefix: str) -> AclBinding
 def secured(tmp_path_factory):
     directory = tmp_path_factory.mktemp("secured-pipeline")
     tls = make_tls_files(directory / "certificates")
-    broker = start_secured_broker(
-        directory / "broker",
-        tls,
-        **{"authorizer.class.name": AUTHORIZER, "super.users": "User:admin"},
-    )
+    broker = start_authorizing_broker(directory / "broker", tls)
     admin = AdminClient(client_config(broker, "SASL_SSL", tls, "SCRAM-SHA-512", ADMIN))
     topics = [NewTopic(name, 2, 1) for name in (RAW, ORDERS_TOPIC, CONFIRMATIONS)]
     for future in admin.create_topics(topics).values():
         future.result(TIMEOUT)
     acls = [
-        grant(admin, ResourceType.TOPIC, "sec-"),
-        grant(admin, ResourceType.TOPIC, "__onceflow_sink_markers."),  # the Kafka sink's
-        grant(admin, ResourceType.GROUP, "sec-"),
-        grant(admin, ResourceType.GROUP, "onceflow-"),  # Spark readers, marker readers
-        grant(admin, ResourceType.TRANSACTIONAL_ID, "sec-"),  # the relay
-        grant(admin, ResourceType.TRANSACTIONAL_ID, "onceflow-"),  # the Kafka sink's tasks
+        grant(ResourceType.TOPIC, "sec-"),
+        grant(ResourceType.TOPIC, "__onceflow_sink_markers."),  # the Kafka sink's
+        grant(ResourceType.GROUP, "sec-"),
+        grant(ResourceType.GROUP, "onceflow-"),  # Spark readers, marker readers
+        grant(ResourceType.TRANSACTIONAL_ID, "sec-"),  # the relay
+        grant(ResourceType.TRANSACTIONAL_ID, "onceflow-"),  # the Kafka sink's tasks
     ]
-    for future in admin.create_acls(acls).values():
-        future.result(TIMEOUT)
+    create_acls(admin, acls, TIMEOUT)
     yield broker, tls
     broker.stop()
 
@@ -177,7 +168,7 @@ def run_spark(spark, conf: dict[str, str], database_url: str, checkpoints: Path)
         .select("order.*")
     )
     revenue = (
-        orders.select("store", F.col("amount").alias("revenue"), F.lit(1).alias("orders"))
+        revenue_rows(orders)
         .writeStream.format("onceflow-database")
         .option("url", database_url)
         .option("table", "store_revenue")

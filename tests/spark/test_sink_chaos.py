@@ -121,7 +121,7 @@ def database_url(request, tmp_path: Path, database: str) -> str:
 
 
 def database_rows(url: str, sql: str) -> list[tuple]:
-    from onceflow.patterns.db import Database
+    from onceflow.db import Database
 
     with Database(url) as db:
         return [tuple(row) for row in db.execute(sql).fetchall()]

@@ -1,23 +1,18 @@
-"""Pure logic of the sinks: replay decisions, offset log parsing, SQL, options, murmur2."""
+"""Pure logic of the sinks: replay decisions, offset log parsing, SQL, options."""
 
 from __future__ import annotations
 
 import pytest
 from pyspark.sql.types import LongType, StringType, StructField, StructType
 
-from onceflow.spark.checkpoint import CheckpointError, batch_offsets, local_path
-from onceflow.spark.crash import _armed
-from onceflow.spark.database_sink import (
-    DatabaseSinkError,
-    OffsetConflict,
-    parse_database_options,
-    plan_batch,
-)
-from onceflow.spark.kafka_sink import KafkaSinkError, parse_kafka_options
-from onceflow.spark.murmur2 import kafka_partition, murmur2
-from onceflow.spark.sink_direct import prepare_rows
-from onceflow.spark.sink_ledger import LastCommit, TaskWrite, task_write
-from onceflow.spark.sink_tables import SinkTable, SinkTableError
+from onceflow.crash_points import spark_step_armed
+from onceflow.spark.database_sink.checkpoint import CheckpointError, batch_offsets, local_path
+from onceflow.spark.database_sink.commit import OffsetConflict, plan_batch
+from onceflow.spark.database_sink.direct import prepare_rows
+from onceflow.spark.database_sink.ledger import LastCommit, TaskWrite, task_write
+from onceflow.spark.database_sink.options import DatabaseSinkError, parse_database_options
+from onceflow.spark.database_sink.tables import SinkTable, SinkTableError
+from onceflow.spark.kafka_sink.options import KafkaSinkError, parse_kafka_options
 
 A0, A1 = ("a", 0), ("a", 1)
 
@@ -55,10 +50,11 @@ def test_offset_log_parsing(tmp_path):
 
 
 def test_crash_point_matching():
-    assert _armed("database.after_commit@2", "database.after_commit", 2, 0)
-    assert not _armed("database.after_commit@2", "database.after_commit", 1, 0)
-    assert _armed("x@1/0,kafka.after_task_commit@2/1", "kafka.after_task_commit", 2, 1)
-    assert not _armed("kafka.after_task_commit@2/1", "kafka.after_task_commit", 2, 0)
+    armed = spark_step_armed
+    assert armed("database.after_commit@2", "database.after_commit", 2, 0)
+    assert not armed("database.after_commit@2", "database.after_commit", 1, 0)
+    assert armed("x@1/0,kafka.after_task_commit@2/1", "kafka.after_task_commit", 2, 1)
+    assert not armed("kafka.after_task_commit@2/1", "kafka.after_task_commit", 2, 0)
 
 
 SCHEMA = StructType(
@@ -103,14 +99,6 @@ def test_query_name_reaches_the_sinks_as_an_option_and_is_accepted():
     common = {"sinkId": "s", "checkpointLocation": "/cp", "queryName": "orders"}
     parse_database_options({"url": "sqlite:///x", "table": "t", **common}, True)
     parse_kafka_options({"kafka.bootstrap.servers": "h:1", **common}, True)
-
-
-def test_murmur2_matches_kafka():
-    # Vectors from Kafka's UtilsTest.testMurmur2.
-    assert murmur2(b"21") == -973932308
-    assert murmur2(b"a-little-bit-long-string") == -985981536
-    assert murmur2(b"lkjh234lh9fiuh90y23oiuhsafujhadof229phr9h19h89h8") == -58897971
-    assert 0 <= kafka_partition(b"store-7", 12) < 12
 
 
 def test_strategy_and_lock_timeout_options():

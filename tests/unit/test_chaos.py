@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 
 import pytest
 
@@ -146,6 +147,29 @@ def test_matrix_round_trips_through_json_and_renders(tmp_path):
     assert json.loads(matrix.to_json())["mismatches"] == 1
     png = draw(matrix, tmp_path / "m.png")
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_without_matplotlib_the_heat_map_is_skipped_with_a_notice(tmp_path, monkeypatch):
+    from click.testing import CliRunner
+
+    from onceflow.cli.chaos import chaos_command
+
+    matrix = ChaosMatrix(ordered([_result("consume", {"db": OK}, {"db": OK})]), seconds=1.0)
+    saved = tmp_path / "saved.json"
+    saved.write_text(matrix.to_json())
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # import matplotlib: ImportError
+
+    assert draw(matrix, tmp_path / "m.png") is None
+    prefix = tmp_path / "redrawn"
+    result = CliRunner().invoke(chaos_command, ["--redraw", str(saved), "--out", str(prefix)])
+    assert result.exit_code == 0, result.output
+    notice = [line for line in result.output.splitlines() if "heat map skipped" in line]
+    assert notice == [
+        "heat map skipped: matplotlib is not installed (pip install 'onceflow[chaos]')"
+    ]
+    assert not prefix.with_suffix(".png").exists()
+    assert "heat map" not in prefix.with_suffix(".md").read_text()
+    assert load(str(prefix.with_suffix(".json"))).to_dict() == matrix.to_dict()
 
 
 def test_colours_follow_the_worst_outcome():

@@ -27,16 +27,6 @@ LAYERS = [
     ("onceflow.cli",),
 ]
 
-# The spark-layout branch owns this cycle (a type-only import of DatabaseSinkOptions) and
-# removes it when it moves the sinks into packages; delete the entry then.
-KNOWN_CYCLES = [
-    {
-        "onceflow.spark.database_sink",
-        "onceflow.spark.sink_arrow",
-        "onceflow.spark.sink_direct",
-        "onceflow.spark.sink_staging",
-    }
-]
 
 
 def module_names(root: Path) -> dict[str, Path]:
@@ -137,8 +127,8 @@ def graph() -> dict[str, set[str]]:
 
 
 def test_no_import_cycle(graph: dict[str, set[str]]) -> None:
-    unexpected = [sorted(c) for c in cycles(graph) if c not in KNOWN_CYCLES]
-    assert not unexpected, f"import cycles in src/onceflow: {unexpected}"
+    found = [sorted(c) for c in cycles(graph)]
+    assert not found, f"import cycles in src/onceflow: {found}"
 
 
 def test_layers_point_one_way(graph: dict[str, set[str]]) -> None:

@@ -8,8 +8,8 @@ import time
 
 import pytest
 
-from onceflow.patterns.db import ConfigurationError, LockTimeout, connect
-from onceflow.patterns.faults import CrashPoints
+from onceflow.crash_points import CrashPoints
+from onceflow.db import ConfigurationError, LockTimeout, connect
 from onceflow.patterns.guarantees import (
     CommitTiming,
     Pattern,

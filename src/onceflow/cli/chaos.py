@@ -136,7 +136,7 @@ def _run(
 
 
 def _save(console: Console, matrix: ChaosMatrix, out_prefix: str) -> None:
-    from onceflow.verify.chaos.heatmap import draw
+    from onceflow.verify.chaos.heatmap import NO_MATPLOTLIB, draw
 
     prefix = Path(out_prefix)
     prefix.parent.mkdir(parents=True, exist_ok=True)
@@ -144,10 +144,13 @@ def _save(console: Console, matrix: ChaosMatrix, out_prefix: str) -> None:
     png_path = prefix.with_name(prefix.name + ".png")
     md_path = prefix.with_name(prefix.name + ".md")
     json_path.write_text(matrix.to_json() + "\n")
-    draw(matrix, png_path)
-    md_path.write_text(matrix.to_markdown(image=png_path.name) + "\n")
+    drawn = draw(matrix, png_path)
+    md_path.write_text(matrix.to_markdown(image=drawn.name if drawn else None) + "\n")
     matrix.render(console)
     verdict = "[green]every cell as predicted[/green]" if matrix.ok else (
         f"[bold red]{len(matrix.mismatches)} cell(s) differ from the prediction[/bold red]"
     )  # fmt: skip
-    console.print(f"{verdict}; saved {json_path}, {md_path}, {png_path}")
+    if drawn is None:
+        console.print(NO_MATPLOTLIB, markup=False)
+    saved = ", ".join(str(p) for p in (json_path, md_path, drawn) if p is not None)
+    console.print(f"{verdict}; saved {saved}")

@@ -44,8 +44,8 @@ def relay_command(
     unmarked rows (duplicates carry the same onceflow-outbox-id header for an inbox).
     Exit 2 if the database or the configuration is unusable.
     """
-    from onceflow.patterns.db import ConfigurationError, DatabaseError, connect
-    from onceflow.patterns.faults import CrashPoints
+    from onceflow.crash_points import CrashPoints
+    from onceflow.db import ConfigurationError, DatabaseError, connect
     from onceflow.patterns.outbox import Outbox
     from onceflow.patterns.relay import Relay, RelayConfig
 

@@ -5,11 +5,14 @@
 * ``outbox`` + ``relay`` — transactional outbox and its publisher (``onceflow relay``);
 * ``transactional`` — consume-transform-produce in Kafka transactions;
 * ``guarantees`` — ``processing_guarantee`` = at_most_once | at_least_once | exactly_once;
-* ``runner`` — one consumer loop tying them together;
-* ``db`` — SQLite / PostgreSQL; ``faults`` — crash points for the chaos harness.
+* ``runner`` — one consumer loop tying them together.
+
+They store their state with ``onceflow.db`` (SQLite / PostgreSQL, re-exported here) and
+reach ``onceflow.crash_points`` between their steps, for the chaos harness.
 """
 
-from onceflow.patterns.db import (
+from onceflow.crash_points import CrashPoints
+from onceflow.db import (
     ConfigurationError,
     Database,
     DatabaseError,
@@ -17,7 +20,6 @@ from onceflow.patterns.db import (
     Transaction,
     connect,
 )
-from onceflow.patterns.faults import CrashPoints
 from onceflow.patterns.guarantees import Pattern, ProcessingGuarantee, UnsafeCombinationWarning
 from onceflow.patterns.inbox import Inbox
 from onceflow.patterns.offsets import OffsetStore

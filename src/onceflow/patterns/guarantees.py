@@ -24,7 +24,7 @@ import warnings
 from dataclasses import dataclass
 from enum import StrEnum
 
-from onceflow.patterns.db import ConfigurationError
+from onceflow.db import ConfigurationError
 
 log = logging.getLogger(__name__)
 
@@ -75,10 +75,6 @@ class Plan:
     pattern: Pattern
     inbox: bool
     commit: CommitTiming
-
-    @property
-    def uses_database(self) -> bool:
-        return self.pattern in (Pattern.DB_OFFSETS, Pattern.INBOX) or self.inbox
 
     @property
     def uses_kafka_transactions(self) -> bool:

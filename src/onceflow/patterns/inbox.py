@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import logging
 
-from onceflow.patterns.db import Database, Transaction
+from onceflow.db import Database, Transaction
 
 DEFAULT_TABLE = "onceflow_inbox"
 STEPS = ("after_begin", "after_insert_event_id", "after_work", "before_db_commit",

@@ -28,7 +28,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from onceflow.patterns.db import Database, DatabaseError, Transaction
+from onceflow.db import Database, DatabaseError, Transaction
 
 DEFAULT_TABLE = "onceflow_offsets"
 UNKNOWN = -1

@@ -22,7 +22,7 @@ import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from onceflow.patterns.db import Database, Transaction
+from onceflow.db import Database, Transaction
 
 DEFAULT_TABLE = "onceflow_outbox"
 DEFAULT_SHARDS = 16

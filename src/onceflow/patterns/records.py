@@ -28,10 +28,6 @@ def json_decoder(raw: bytes | None) -> Any:
         raise DecodeError(f"value is not JSON: {error}") from None
 
 
-def raw_decoder(raw: bytes | None) -> Any:
-    return raw
-
-
 @dataclass(frozen=True, slots=True)
 class Record:
     topic: str

@@ -31,8 +31,8 @@ from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException, Producer
 
-from onceflow.patterns.db import Database, Transaction
-from onceflow.patterns.faults import NO_CRASHES, CrashPoints
+from onceflow.crash_points import NO_CRASHES, CrashPoints
+from onceflow.db import Database, Transaction
 from onceflow.patterns.outbox import ID_HEADER, Outbox, OutboxRow
 from onceflow.patterns.transactional import TRANSACTIONAL_PRODUCER_DEFAULTS
 

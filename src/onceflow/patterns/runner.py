@@ -42,7 +42,8 @@ from confluent_kafka import (
     TopicPartition,
 )
 
-from onceflow.patterns.db import (
+from onceflow.crash_points import CrashPoints
+from onceflow.db import (
     ConfigurationError,
     Database,
     DatabaseError,
@@ -50,7 +51,6 @@ from onceflow.patterns.db import (
     Transaction,
     connect,
 )
-from onceflow.patterns.faults import CrashPoints
 from onceflow.patterns.guarantees import CommitTiming, Pattern
 from onceflow.patterns.inbox import Inbox
 from onceflow.patterns.offsets import OffsetStore, PartitionRevoked

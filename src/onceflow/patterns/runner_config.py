@@ -14,7 +14,7 @@ from typing import Any
 
 from confluent_kafka import Message
 
-from onceflow.patterns.db import ConfigurationError
+from onceflow.db import ConfigurationError
 from onceflow.patterns.guarantees import Plan, plan
 from onceflow.patterns.records import Decoder, default_event_id, json_decoder
 

@@ -17,8 +17,8 @@ from typing import Any
 from onceflow.spark.database_sink import DatabaseSinkDataSource, database_offsets
 from onceflow.spark.feedback import FeedbackLoopWarning, watch_for_feedback_loops
 from onceflow.spark.kafka_sink import KafkaSinkDataSource
+from onceflow.spark.kafka_source import OnceflowDataSource
 from onceflow.spark.registration import register_data_source
-from onceflow.spark.source import OnceflowDataSource
 from onceflow.spark.workers import PythonWorkerWarning, warn_if_workers_lack_onceflow
 
 __all__ = [

@@ -15,7 +15,8 @@ from typing import Any
 
 from pyspark.sql.streaming import StreamingQueryListener
 
-from onceflow.spark.options import parse_options
+from onceflow.spark.common import lower_case_options
+from onceflow.spark.kafka_source.options import parse_options
 
 log = logging.getLogger(__name__)
 
@@ -25,7 +26,7 @@ class FeedbackLoopWarning(UserWarning):
 
 
 def _options(java_map: Any) -> dict[str, str]:
-    return {str(k).lower(): str(java_map.get(k)) for k in java_map.keySet().toArray()}
+    return lower_case_options({k: java_map.get(k) for k in java_map.keySet().toArray()})
 
 
 def _reads(options: dict[str, str], topic: str) -> bool:

@@ -16,6 +16,8 @@ import sys
 import warnings
 from typing import Any
 
+from onceflow.spark.worker_python import worker_python
+
 log = logging.getLogger(__name__)
 
 
@@ -24,8 +26,12 @@ class PythonWorkerWarning(UserWarning):
 
 
 def _same_interpreter(python: str) -> bool:
+    """``python`` is this interpreter, or the launcher local sessions start it with."""
     found = shutil.which(python)
-    return found is not None and os.path.realpath(found) == os.path.realpath(sys.executable)
+    if found is None:
+        return False
+    ours = {os.path.realpath(sys.executable), os.path.realpath(worker_python())}
+    return os.path.realpath(found) in ours
 
 
 def worker_problem(python: str, master: str, timeout_s: float = 30.0) -> str | None:

@@ -1,4 +1,4 @@
-"""A broker with every listener type, its certificates and users, and client settings.
+"""A broker with every listener type, its certificates and users, client settings, ACLs.
 
 Certificates are made fresh by ``trustme`` in a temporary directory for each test
 session; no key is ever committed. The server's private key is encrypted, so
@@ -12,6 +12,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import trustme
+from confluent_kafka.admin import (
+    AclBinding,
+    AclOperation,
+    AclPermissionType,
+    AdminClient,
+    ResourcePatternType,
+    ResourceType,
+)
 from cryptography.hazmat.primitives import serialization
 
 from onceflow.broker.process import BrokerProcess
@@ -127,6 +135,35 @@ def start_secured_broker(directory: Path, tls: TlsFiles, **extra: str) -> Broker
     return BrokerProcess(
         directory / "data", config=broker_config(tls, directory, **extra), args=add_scram_args()
     ).start()
+
+
+def start_authorizing_broker(directory: Path, tls: TlsFiles) -> BrokerProcess:
+    """A secured broker with the StandardAuthorizer and ``super.users=User:admin`` (no
+    ``allow.everyone.if.no.acl.found``): every other principal needs ACLs."""
+    return start_secured_broker(
+        directory, tls, **{"authorizer.class.name": AUTHORIZER, "super.users": "User:admin"}
+    )
+
+
+def allow(
+    principal: str, resource: ResourceType, name: str, operation: AclOperation, **kw
+) -> AclBinding:
+    """An ACL binding; ``pattern``, ``host`` and ``permission`` default to LITERAL, * and
+    ALLOW."""
+    return AclBinding(
+        resource,
+        name,
+        kw.get("pattern", ResourcePatternType.LITERAL),
+        principal,
+        kw.get("host", "*"),
+        operation,
+        kw.get("permission", AclPermissionType.ALLOW),
+    )
+
+
+def create_acls(admin: AdminClient, bindings: list[AclBinding], timeout: float = 15) -> None:
+    for future in admin.create_acls(bindings).values():
+        future.result(timeout)
 
 
 def client_config(

@@ -39,12 +39,13 @@ from onceflow.protocol.errors import ErrorCode
 from tests.integration.security.secured import (
     ADMIN,
     ALICE,
-    AUTHORIZER,
     BOB,
     PLAIN_USERS,
     TlsFiles,
+    allow,
     client_config,
-    start_secured_broker,
+    create_acls,
+    start_authorizing_broker,
 )
 
 TIMEOUT = 15
@@ -55,11 +56,7 @@ BOB_PRINCIPAL = "User:bob"
 
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory, tls_files) -> Iterator[BrokerProcess]:
-    process = start_secured_broker(
-        tmp_path_factory.mktemp("acls"),
-        tls_files,
-        **{"authorizer.class.name": AUTHORIZER, "super.users": "User:admin"},
-    )
+    process = start_authorizing_broker(tmp_path_factory.mktemp("acls"), tls_files)
     yield process
     process.stop()
 
@@ -78,23 +75,6 @@ def admin(broker) -> AdminClient:
 
 def unique(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4().hex[:8]}"
-
-
-def allow(principal: str, resource: ResourceType, name: str, operation: AclOperation, **kw):
-    return AclBinding(
-        resource,
-        name,
-        kw.get("pattern", ResourcePatternType.LITERAL),
-        principal,
-        kw.get("host", "*"),
-        operation,
-        kw.get("permission", AclPermissionType.ALLOW),
-    )
-
-
-def create_acls(admin: AdminClient, bindings: list[AclBinding]) -> None:
-    for future in admin.create_acls(bindings).values():
-        future.result(TIMEOUT)
 
 
 def create_topic(admin: AdminClient, name: str, partitions: int = 1) -> None:

@@ -27,9 +27,9 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from onceflow.broker.process import BrokerProcess
+from onceflow.db import connect
 from onceflow.log.durability import JOURNAL_ENV
 from onceflow.log.power_loss import simulate_power_loss
-from onceflow.patterns.db import connect
 from onceflow.patterns.outbox import Outbox
 from onceflow.patterns.relay import Relay, RelayConfig
 from onceflow.verify.audit import Sink, first_copies

@@ -14,7 +14,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from onceflow.patterns.db import DatabaseUrl
+from onceflow.db import DatabaseUrl
 
 
 class CellDatabases:

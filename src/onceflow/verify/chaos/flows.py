@@ -26,8 +26,8 @@ from typing import Any
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Message, Producer
 from confluent_kafka import TopicPartition as KafkaPartition
 
-from onceflow.patterns.db import Database, Transaction
-from onceflow.patterns.faults import CrashPoints
+from onceflow.crash_points import CrashPoints
+from onceflow.db import Database, Transaction
 from onceflow.patterns.inbox import Inbox
 from onceflow.patterns.offsets import OffsetStore
 from onceflow.patterns.outbox import Outbox
@@ -130,9 +130,7 @@ class EventInFlight:
 class ArticleFlow:
     """One consumer processing one event at a time through a flow's numbered steps."""
 
-    def __init__(
-        self, name: str, settings: FlowSettings, db: Database, crash: CrashPoints
-    ) -> None:
+    def __init__(self, name: str, settings: FlowSettings, db: Database, crash: CrashPoints) -> None:
         if name not in FLOWS:
             raise ValueError(f"unknown flow {name!r}; known: {', '.join(FLOWS)}")
         self.name = name

@@ -2,7 +2,8 @@
 
 Colour = what the audit observed (green ok, orange duplicated, red lost, grey error); the
 text names the step and the outputs affected; a thick black frame marks a cell whose
-observation differs from the prediction.
+observation differs from the prediction. It needs matplotlib, the ``onceflow[chaos]``
+extra; without it the matrix is saved without its picture.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ COLOURS = {
     "other": "#8e24aa",
 }
 SHORT = {"rest": "R", "db": "D", "topic": "T"}
+NO_MATPLOTLIB = "heat map skipped: matplotlib is not installed (pip install 'onceflow[chaos]')"
 
 
 def cell_colour(result: CellResult) -> str:
@@ -52,8 +54,12 @@ def cell_label(step: str, observed: str, outputs: dict[str, str]) -> str:
     return "\n".join([*textwrap.wrap(name, width=22), affected])
 
 
-def draw(matrix: ChaosMatrix, path: Path) -> Path:
-    import matplotlib
+def draw(matrix: ChaosMatrix, path: Path) -> Path | None:
+    """The heat map as a PNG at ``path``; None (nothing drawn) without matplotlib."""
+    try:
+        import matplotlib
+    except ImportError:
+        return None
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt

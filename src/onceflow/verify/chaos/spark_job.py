@@ -5,7 +5,7 @@
         [--max-offsets-per-trigger N]
 
 Runs ``Trigger.AvailableNow`` on ``local[2]``: the whole input, then exit 0. With
-``ONCEFLOW_SPARK_CRASH_AT`` set (see ``onceflow.spark.crash``) the process group (Python
+``ONCEFLOW_SPARK_CRASH_AT`` set (see ``onceflow.crash_points``) the process group (Python
 driver, JVM, Python workers) is SIGKILLed at that step, like a machine failure.
 """
 
@@ -46,28 +46,13 @@ def main(argv: list[str] | None = None) -> int:
     if (args.database_url is None) == (args.output_topic is None):
         parser.error("give exactly one of --database-url and --output-topic")
 
-    from onceflow.spark import crash
-
-    if os.environ.get(crash.ENV_VAR):
-        os.environ[crash.PGID_VAR] = str(os.getpgrp())  # inherited by the JVM and workers
-    os.environ["PYSPARK_PYTHON"] = sys.executable
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    from pyspark.sql import SparkSession
     from pyspark.sql import functions as F
 
-    import onceflow.spark
+    from onceflow.crash_points import crash_whole_process_group
+    from onceflow.spark.session import local_session
 
-    spark = (
-        SparkSession.builder.master(args.master)
-        .appName("onceflow-chaos")
-        .config("spark.ui.enabled", "false")
-        .config("spark.driver.host", "127.0.0.1")
-        .config("spark.driver.bindAddress", "127.0.0.1")
-        .config("spark.sql.shuffle.partitions", "2")
-        .getOrCreate()
-    )
-    spark.sparkContext.setLogLevel("ERROR")
-    onceflow.spark.register(spark)
+    crash_whole_process_group()
+    spark = local_session("onceflow-chaos", master=args.master)
     events = (
         spark.readStream.format("onceflow")
         .option("kafka.bootstrap.servers", args.bootstrap)

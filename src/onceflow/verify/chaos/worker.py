@@ -8,7 +8,7 @@ runs onceflow's ``Runner`` with one processing guarantee or pattern and a handle
 inserts one ``entities`` row per event and, where the mode produces, sends the event on.
 
 Faults are armed through the environment: ``ONCEFLOW_CRASH_AT=STEP:N`` (SIGKILL the N-th
-time STEP is reached, see ``onceflow.patterns.faults``) and ``ONCEFLOW_CHAOS_PAUSE_AT=STEP:N``
+time STEP is reached, see ``onceflow.crash_points``) and ``ONCEFLOW_CHAOS_PAUSE_AT=STEP:N``
 (print ``paused STEP`` and wait for a line on stdin, so the harness can kill the broker,
 cut the network or lock the database at exactly that point). Exits 0 when idle.
 """
@@ -23,9 +23,9 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
+from onceflow.crash_points import CrashPoints
+from onceflow.db import connect
 from onceflow.patterns import Record, Runner, RunnerConfig
-from onceflow.patterns.db import connect
-from onceflow.patterns.faults import CrashPoints
 from onceflow.patterns.runner import Context
 from onceflow.verify.chaos.flows import FLOWS, ArticleFlow, FlowSettings, entities_ddl
 

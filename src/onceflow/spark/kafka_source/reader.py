@@ -20,8 +20,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
-from onceflow.spark.offsets import OffsetRange
-from onceflow.spark.schema import arrow_schema
+from onceflow.spark.kafka_source.offsets import OffsetRange
+from onceflow.spark.kafka_source.schema import arrow_schema
 
 log = logging.getLogger(__name__)
 

@@ -1,7 +1,7 @@
 """SQL for the database sink: target, staging and offsets tables, and the promote step.
 
 Written once for SQLite and PostgreSQL with ``?`` placeholders
-(``onceflow.patterns.db.Database.sql`` adapts them). Identifiers are validated and quoted.
+(``onceflow.db.Database.sql`` adapts them). Identifiers are validated and quoted.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from onceflow.spark.sink_ledger import COMMITS_DDL, OFFSETS_TABLE, TASKS_DDL
+from onceflow.spark.database_sink.ledger import COMMITS_DDL, OFFSETS_TABLE, TASKS_DDL
 
 MODES = ("append", "upsert", "accumulate")
 # Columns the staging table adds in front of the data columns.

@@ -30,8 +30,9 @@ from pyspark.sql.streaming.datasource import (
 )
 from pyspark.sql.types import StructType
 
-from onceflow.spark.offset_reader import OffsetReader
-from onceflow.spark.offsets import (
+from onceflow.spark.common import lower_case_options
+from onceflow.spark.kafka_source.offset_reader import OffsetReader
+from onceflow.spark.kafka_source.offsets import (
     OffsetMap,
     OffsetRange,
     from_spark,
@@ -39,15 +40,15 @@ from onceflow.spark.offsets import (
     split_ranges,
     to_spark,
 )
-from onceflow.spark.options import (
+from onceflow.spark.kafka_source.options import (
     OnceflowOptionError,
     SourceOptions,
     one_line_option_errors,
     parse_bool,
     parse_options,
 )
-from onceflow.spark.reader import ReadSettings, read_range, report_data_loss
-from onceflow.spark.schema import check_schema, spark_schema
+from onceflow.spark.kafka_source.reader import ReadSettings, read_range, report_data_loss
+from onceflow.spark.kafka_source.schema import check_schema, spark_schema
 
 log = logging.getLogger(__name__)
 
@@ -333,7 +334,36 @@ class OnceflowBatchReader(DataSourceReader):
 
 
 class OnceflowDataSource(DataSource):
-    """``format("onceflow")``: Kafka topics with the schema of Spark's Kafka connector."""
+    """``format("onceflow")``: Kafka topics with the schema of Spark's Kafka connector.
+
+    Columns ``key``, ``value`` (binary), ``topic``, ``partition``, ``offset``,
+    ``timestamp``, ``timestampType``, and ``headers`` with ``includeHeaders=true``.
+
+    Options, named as in Spark's Kafka connector (case-insensitive; docs/spark.md has the
+    details):
+
+    - ``kafka.bootstrap.servers`` (required): the brokers.
+    - exactly one of ``subscribe`` (comma-separated topics), ``subscribePattern`` (a
+      regular expression that matches whole topic names) or ``assign`` (JSON
+      ``{"topicA":[0,1]}``).
+    - ``startingOffsets``: ``earliest``, ``latest`` or JSON ``{"topicA":{"0":23,"1":-2}}``
+      (-2 earliest, -1 latest); default ``latest`` for streaming, ``earliest`` for batch.
+    - ``endingOffsets`` (batch only): ``latest`` (default) or JSON as above.
+    - ``maxOffsetsPerTrigger`` (streaming): at most this many offsets per micro-batch.
+    - ``minPartitions``: split offset ranges into at least this many Spark tasks.
+    - ``failOnDataLoss``: fail when data to read is gone (default ``true``).
+    - ``includeHeaders``: add the ``headers`` column (default ``false``).
+    - ``kafkaConsumer.pollTimeoutMs``: how long a task waits for records (120000).
+    - ``maxRecordsPerBatch``: records per Arrow batch handed to Spark (10000).
+    - ``commitOffsetsToGroup`` (streaming): commit each finished batch's end offsets to
+      ``kafka.group.id``, for lag tools (default ``false``).
+    - ``kafka.isolation.level``: ``read_committed`` (default) or ``read_uncommitted``.
+    - ``kafka.*``: any other consumer (librdkafka) setting, prefix removed; the few that
+      would break the source (``kafka.auto.offset.reset``, ``kafka.enable.auto.commit``,
+      ...) are refused, as Spark refuses them.
+    - Accepted for Spark compatibility, no effect: ``fetchOffset.numRetries``,
+      ``fetchOffset.retryIntervalMs``, ``groupIdPrefix``.
+    """
 
     def __init__(self, options: dict[str, str]) -> None:
         super().__init__(options)
@@ -345,7 +375,7 @@ class OnceflowDataSource(DataSource):
         return "onceflow"
 
     def _include_headers(self) -> bool:
-        value = {str(k).lower(): v for k, v in dict(self.options).items()}.get("includeheaders")
+        value = lower_case_options(self.options).get("includeheaders")
         return parse_bool("includeHeaders", value, False)
 
     def schema(self) -> StructType:

@@ -15,7 +15,7 @@ from confluent_kafka import IsolationLevel, KafkaError, KafkaException
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
-from onceflow.spark.offsets import (
+from onceflow.spark.kafka_source.offsets import (
     EARLIEST,
     EARLIEST_OFFSET,
     LATEST,
@@ -23,7 +23,7 @@ from onceflow.spark.offsets import (
     OffsetMap,
     TopicPartition,
 )
-from onceflow.spark.options import OnceflowOptionError, SourceOptions
+from onceflow.spark.kafka_source.options import OnceflowOptionError, SourceOptions
 
 log = logging.getLogger(__name__)
 

@@ -1,10 +1,10 @@
 """The database sink's ``direct`` task write: rows straight into the target table.
 
 A task of the batch that follows the sink's last committed batch, or of any batch of a
-new sink (``sink_ledger``), writes its rows into the target table and its marker (sinkId,
+new sink (``ledger``), writes its rows into the target table and its marker (sinkId,
 batchId, task partition) in ONE transaction; an attempt that finds the marker (a retry, a
 speculative copy, the batch replayed after a driver crash) writes nothing. The driver
-then stores the batch's end offsets. Every other batch is staged (``sink_staging``).
+then stores the batch's end offsets. Every other batch is staged (``staging``).
 
 The task prepares its rows before it opens the transaction, so that on SQLite it holds
 the database's write lock only while it inserts: ``upsert`` keeps the last row per key,
@@ -18,12 +18,14 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pyspark.sql.datasource import WriterCommitMessage
 
-from onceflow.spark import crash, sink_arrow
-from onceflow.spark.sink_ledger import (
+from onceflow.crash_points import spark_step_reached
+from onceflow.spark.common import current_task
+from onceflow.spark.database_sink import arrow
+from onceflow.spark.database_sink.ledger import (
     TaskWrite,
     claim_task,
     is_new_sink,
@@ -31,11 +33,9 @@ from onceflow.spark.sink_ledger import (
     lock_sink,
     task_write,
 )
-from onceflow.spark.sink_staging import StagedWrite, connect, stage
-from onceflow.spark.sink_tables import SinkTable
-
-if TYPE_CHECKING:
-    from onceflow.spark.database_sink import DatabaseSinkOptions
+from onceflow.spark.database_sink.options import DatabaseSinkOptions, connect
+from onceflow.spark.database_sink.staging import BATCH_WRITE, StagedWrite, stage
+from onceflow.spark.database_sink.tables import SinkTable
 
 log = logging.getLogger(__name__)
 
@@ -65,34 +65,29 @@ def write_task(
     direct: bool,
 ) -> StagedWrite | DirectWrite:
     """One task of the database sink: a direct write when the ledger allows it, else stage."""
-    from pyspark import TaskContext
-
-    context = TaskContext.get()
-    partition = context.partitionId() if context else 0
-    batch_prop = context.getLocalProperty("streaming.sql.batchId") if context else None
-    query_id = context.getLocalProperty("sql.streaming.queryId") if context else None
-    if batch_prop is None or query_id is None or not direct:  # batch writes always stage
-        batch_id = int(batch_prop) if batch_prop is not None else -1
-        return stage(options, table, batch_id, partition, batches)
-    batch_id = int(batch_prop)
+    task = current_task()
+    partition, batch_id, query_id = task.partition, task.batch_id, task.query_id
+    if batch_id is None or query_id is None or not direct:  # batch writes always stage
+        staged_as = batch_id if batch_id is not None else BATCH_WRITE
+        return stage(options, table, staged_as, partition, batches)
     with connect(options) as db:
         decision = _decide(db, options.sink_id, query_id, batch_id)
     if decision is TaskWrite.STAGE:
         return stage(options, table, batch_id, partition, batches)
     if decision is TaskWrite.SKIP:
         return _skip(options, query_id, batch_id, partition, batches)
-    task = _Task(options, query_id, batch_id, partition)
+    writer = _Task(options, query_id, batch_id, partition)
     received = [batch for batch in batches if batch.num_rows]
     if not received:  # nothing to write: no transaction, no marker needed
         return DirectWrite(options.sink_id, query_id, batch_id, partition, 0, 0, False)
-    if sink_arrow.usable(table, received[0].schema):
+    if arrow.usable(table, received[0].schema):
         data = pa_table(received)
-        arrow = sink_arrow.ArrowTransaction(options, table)
+        ingest = arrow.ArrowTransaction(options, table)
         try:
-            done = task.commit(arrow, data.num_rows, lambda: arrow.ingest(data))
-            arrow.commit()
+            done = writer.commit(ingest, data.num_rows, lambda: ingest.ingest(data))
+            ingest.commit()
         finally:
-            arrow.close()
+            ingest.close()
         written = data.num_rows
     else:
         input_rows, rows = prepare_rows(table, iter(received))
@@ -104,12 +99,12 @@ def write_task(
                 else:
                     tx.executemany(table.insert_sql(), rows)
 
-            done = task.commit(tx, input_rows, write)
+            done = writer.commit(tx, input_rows, write)
         written = len(rows)
     if not done:
         return _skipped(options, query_id, batch_id, partition)
-    crash.reached("database.after_task_commit", batch_id, partition)
-    return DirectWrite(options.sink_id, query_id, batch_id, partition, task.rows, written, False)
+    spark_step_reached("database.after_task_commit", batch_id, partition)
+    return DirectWrite(options.sink_id, query_id, batch_id, partition, writer.rows, written, False)
 
 
 @dataclass
@@ -137,7 +132,7 @@ class _Task:
         if not claim_task(tx, sink_id, self.batch_id, self.partition, self.query_id, rows):
             return False
         write()
-        crash.reached("database.before_task_commit", self.batch_id, self.partition)
+        spark_step_reached("database.before_task_commit", self.batch_id, self.partition)
         return True
 
 

@@ -3,7 +3,7 @@
 Each task inserts its rows into ``<table>_onceflow_stage``, tagged with (sinkId, batchId,
 task partition, a random write id), and returns a ``StagedWrite`` naming what it staged.
 Nothing is visible in the target table until the driver promotes exactly the named
-writes, with the batch's offsets, in one transaction (``database_sink.commit_batch``).
+writes, with the batch's offsets, in one transaction (``commit.commit_batch``).
 """
 
 from __future__ import annotations
@@ -11,17 +11,16 @@ from __future__ import annotations
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pyspark.sql.datasource import WriterCommitMessage
 
-from onceflow.spark import crash
-from onceflow.spark.sink_tables import SinkTable
-
-if TYPE_CHECKING:
-    from onceflow.spark.database_sink import DatabaseSinkOptions
+from onceflow.crash_points import spark_step_reached
+from onceflow.spark.database_sink.options import DatabaseSinkOptions, connect
+from onceflow.spark.database_sink.tables import SinkTable
 
 STAGE_CHUNK_ROWS = 20_000  # rows a task stages per database transaction
+BATCH_WRITE = -1  # the batch id staged rows of a ``df.write`` (no micro-batch) carry
 
 
 @dataclass
@@ -33,16 +32,6 @@ class StagedWrite(WriterCommitMessage):
     partition: int
     write_id: str
     rows: int
-
-
-def connect(options: DatabaseSinkOptions) -> Any:
-    from onceflow.patterns.db import Database
-
-    return Database(
-        options.url,
-        lock_timeout_ms=options.lock_timeout_ms,
-        statement_timeout_ms=max(300_000, options.lock_timeout_ms),
-    )
 
 
 def stage(
@@ -75,7 +64,7 @@ def stage(
             stager.write(staged)
     finally:
         stager.close()
-    crash.reached("database.after_stage", batch_id, partition)
+    spark_step_reached("database.after_stage", batch_id, partition)
     return StagedWrite(options.sink_id, batch_id, partition, write_id, rows)
 
 

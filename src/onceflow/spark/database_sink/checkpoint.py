@@ -17,7 +17,7 @@ import json
 import os
 from urllib.parse import urlparse
 
-from onceflow.spark.offsets import OffsetMap, from_spark
+from onceflow.spark.kafka_source.offsets import OffsetMap, from_spark
 
 
 class CheckpointError(RuntimeError):

@@ -18,7 +18,7 @@ import json
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from onceflow.spark.offsets import OffsetMap, from_spark
+from onceflow.spark.kafka_source.offsets import OffsetMap, from_spark
 
 _PYTHON_STREAM = "datasources.v2.python.PythonMicroBatchStream"
 

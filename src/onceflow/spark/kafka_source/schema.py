@@ -14,7 +14,7 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from onceflow.spark.options import OnceflowOptionError
+from onceflow.spark.kafka_source.options import OnceflowOptionError
 
 HEADERS_TYPE = ArrayType(
     StructType([StructField("key", StringType()), StructField("value", BinaryType())])

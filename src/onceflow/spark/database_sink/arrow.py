@@ -5,11 +5,11 @@ The ADBC drivers for SQLite and PostgreSQL (``adbc-driver-sqlite``,
 PostgreSQL as binary ``COPY``, in C: a task's rows never become Python objects. The
 task's marker and its ledger check go through the same connection, so they stay in ONE
 transaction with the rows (SQLite: ``BEGIN IMMEDIATE``; PostgreSQL: the sink's advisory
-lock held shared, as in ``sink_direct``).
+lock held shared, as in ``direct``).
 
 Used for append mode when the driver is installed and every column has a plain type
 (strings, binary, integers, floating point, booleans); otherwise the task builds Python
-rows (``sink_direct``). The driver's SQLite is a second copy of the SQLite library in the
+rows (``direct``). The driver's SQLite is a second copy of the SQLite library in the
 task's process, so no ``sqlite3`` connection to the file is open while it writes.
 """
 
@@ -17,12 +17,11 @@ from __future__ import annotations
 
 import importlib.util
 import re
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from onceflow.spark.sink_tables import SinkTable, check_table_name
-
-if TYPE_CHECKING:
-    from onceflow.spark.database_sink import DatabaseSinkOptions
+from onceflow.db import DatabaseUrl
+from onceflow.spark.database_sink.options import DatabaseSinkOptions
+from onceflow.spark.database_sink.tables import SinkTable, check_table_name
 
 _DRIVERS = {"sqlite": "adbc_driver_sqlite", "postgresql": "adbc_driver_postgresql"}
 
@@ -63,8 +62,6 @@ class ArrowTransaction:
     """One ADBC connection and transaction; ``execute`` takes ``?`` placeholders."""
 
     def __init__(self, options: DatabaseSinkOptions, table: SinkTable) -> None:
-        from onceflow.patterns.db import DatabaseUrl
-
         self.table = table
         self.dialect = table.dialect
         target = DatabaseUrl.parse(options.url).target

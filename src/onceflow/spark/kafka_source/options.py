@@ -16,7 +16,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from onceflow.spark.offsets import EARLIEST, LATEST, parse_offsets_json
+from onceflow.spark.common import lower_case_options
+from onceflow.spark.kafka_source.offsets import EARLIEST, LATEST, parse_offsets_json
 
 ISOLATION_LEVELS = ("read_committed", "read_uncommitted")
 
@@ -259,7 +260,7 @@ def parse_options(raw: Mapping[str, str], *, batch: bool | None) -> SourceOption
     ``batch=None`` (at ``load()``, before Spark says which kind of query it is) checks
     everything that holds for both kinds.
     """
-    options = {str(k).lower(): v for k, v in dict(raw).items() if v is not None}
+    options = lower_case_options(raw)
 
     kafka_config: dict[str, str] = {}
     for key, value in options.items():

@@ -1,53 +1,27 @@
-"""``format("onceflow-database")``: an exactly-once database sink (SQLite, PostgreSQL).
+"""The database sink's driver side: a batch's offsets (and staged rows) in one transaction.
 
-Two strategies (option ``strategy``):
-
-``direct`` (the default): each task writes its rows straight into the target table,
-together with a marker (sinkId, batchId, task partition), in ONE transaction of its own
-(``sink_direct``); a task attempt that finds its marker writes nothing. The driver's
-``commit(messages, batchId)`` then stores the batch's end offsets. A batch becomes
-visible task by task. Tasks write directly only when the stored offsets are exactly
-where their batch starts (``sink_ledger``); otherwise (the first batch of a query, a
-query on a new checkpoint) they stage, as below.
-
-``staged``: executors *stage* their rows (``sink_staging``) and the driver promotes them
-with the offsets in ONE transaction: a batch becomes visible all at once. The driver:
+``commit_batch`` runs in Spark's ``commit(messages, batchId)``:
 
 1. locks the sink's rows of ``onceflow_sink_offsets`` (``SELECT ... FOR UPDATE``;
    SQLite: ``BEGIN IMMEDIATE``),
 2. compares the batch's source end offsets (from Spark's offset log) with the stored
    ones: a batch whose end offsets are all at or below them is a replay and a no-op,
 3. promotes exactly the staged rows named by the messages into the target table
-   (append, upsert by key, or accumulate numeric columns by key),
+   (append, upsert by key, or accumulate numeric columns by key), and checks the task
+   markers of the rows that tasks wrote directly,
 4. stores the batch's end offsets and deletes the sink's staged rows.
-
-A query whose checkpoint was deleted resumes where the database is with
-``startingOffsets=database_offsets(url, sinkId)``.
 """
 
 from __future__ import annotations
 
 import logging
-import re
-import uuid
-from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
 from typing import Any
 
-from pyspark.sql.datasource import (
-    DataSource,
-    DataSourceArrowWriter,
-    DataSourceStreamArrowWriter,
-    DataSourceStreamWriter,
-    DataSourceWriter,
-)
-from pyspark.sql.types import StructType
-
-from onceflow.spark import crash
-from onceflow.spark.checkpoint import batch_offsets, previous_offsets, query_id
-from onceflow.spark.offsets import OffsetMap, to_json
-from onceflow.spark.sink_direct import DirectWrite, write_task
-from onceflow.spark.sink_ledger import (
+from onceflow.crash_points import spark_step_reached
+from onceflow.db import Database
+from onceflow.spark.database_sink.checkpoint import batch_offsets, previous_offsets, query_id
+from onceflow.spark.database_sink.direct import DirectWrite
+from onceflow.spark.database_sink.ledger import (
     UnfinishedBatch,
     direct_rows,
     forget_commit,
@@ -55,103 +29,18 @@ from onceflow.spark.sink_ledger import (
     record_commit,
     unfinished_tasks,
 )
-from onceflow.spark.sink_staging import StagedWrite, connect
-from onceflow.spark.sink_tables import OFFSETS_DDL, OFFSETS_TABLE, SinkTable
+from onceflow.spark.database_sink.options import DatabaseSinkOptions, connect
+from onceflow.spark.database_sink.staging import BATCH_WRITE, StagedWrite
+from onceflow.spark.database_sink.tables import OFFSETS_DDL, OFFSETS_TABLE, SinkTable
+from onceflow.spark.kafka_source.offsets import OffsetMap, to_json
 
 log = logging.getLogger(__name__)
 
-SINK_ID = re.compile(r"[A-Za-z0-9._-]{1,200}")
-STRATEGIES = ("direct", "staged")
 NO_KAFKA_TOPIC = ""  # offsets row for sources without Kafka offsets: batch-id protection
-_KNOWN = {
-    "url",
-    "table",
-    "mode",
-    "keycolumns",
-    "sinkid",
-    "checkpointlocation",
-    "locktimeoutms",
-    "strategy",
-    "path",
-    "queryname",  # Spark passes writeStream.queryName(...) to the sink as an option
-}
-
-
-class DatabaseSinkError(ValueError):
-    """An option of the database sink is missing or wrong."""
 
 
 class OffsetConflict(RuntimeError):
     """The batch overlaps offsets whose results are already in the database."""
-
-
-@dataclass(frozen=True)
-class DatabaseSinkOptions:
-    url: str
-    table: str
-    mode: str
-    keys: tuple[str, ...]
-    sink_id: str
-    checkpoint: str | None
-    lock_timeout_ms: int
-    strategy: str = "direct"
-
-
-def parse_database_options(options: Mapping[str, Any], streaming: bool) -> DatabaseSinkOptions:
-    opts = {str(k).lower(): str(v) for k, v in dict(options).items() if v is not None}
-    unknown = sorted(set(opts) - _KNOWN)
-    if unknown:
-        raise DatabaseSinkError(
-            f"unknown option(s) {unknown} for onceflow-database "
-            "(known: url, table, mode, keyColumns, strategy, sinkId, checkpointLocation, "
-            "lockTimeoutMs)"
-        )
-    for required in ("url", "table"):
-        if not opts.get(required):
-            raise DatabaseSinkError(f"onceflow-database needs the option {required!r}")
-    sink_id = opts.get("sinkid")
-    if streaming:
-        if not sink_id:
-            raise DatabaseSinkError(
-                "onceflow-database needs the option 'sinkId' (stable name of this sink: its "
-                "offsets in the database are stored under it)"
-            )
-        if not opts.get("checkpointlocation"):
-            raise DatabaseSinkError(
-                "onceflow-database needs option('checkpointLocation', ...) on the query itself: "
-                "the sink reads each batch's source offsets from Spark's offset log there "
-                "(spark.sql.streaming.checkpointLocation does not reach the sink)"
-            )
-    elif not sink_id:
-        sink_id = f"batch-{uuid.uuid4().hex}"
-    if not SINK_ID.fullmatch(sink_id):
-        raise DatabaseSinkError(f"sinkId {sink_id!r}: use letters, digits, '.', '_' and '-'")
-    keys = tuple(k.strip() for k in opts.get("keycolumns", "").split(",") if k.strip())
-    try:
-        lock_timeout = int(opts.get("locktimeoutms", "60000"))
-    except ValueError:
-        raise DatabaseSinkError("lockTimeoutMs must be an integer (milliseconds)") from None
-    if lock_timeout <= 0:
-        raise DatabaseSinkError(f"lockTimeoutMs must be positive, not {lock_timeout}")
-    strategy = opts.get("strategy", "direct").lower()
-    if strategy not in STRATEGIES:
-        raise DatabaseSinkError(
-            f"strategy {opts['strategy']!r}: use direct (each task commits its rows) or "
-            "staged (the driver makes each batch visible at once)"
-        )
-    return DatabaseSinkOptions(
-        url=opts["url"],
-        table=opts["table"],
-        mode=opts.get("mode", "append").lower(),
-        keys=keys,
-        sink_id=sink_id,
-        checkpoint=opts.get("checkpointlocation"),
-        lock_timeout_ms=lock_timeout,
-        strategy=strategy,
-    )
-
-
-# -- replay protection ----------------------------------------------------------------
 
 
 def plan_batch(stored: OffsetMap, start: OffsetMap | None, end: OffsetMap) -> bool:
@@ -194,17 +83,6 @@ def _batch_offsets(checkpoint: str, batch_id: int) -> tuple[OffsetMap | None, Of
     if end is None:  # not a Kafka source: protect by batch id only
         return {(NO_KAFKA_TOPIC, -1): batch_id}, {(NO_KAFKA_TOPIC, -1): batch_id + 1}
     return previous_offsets(checkpoint, batch_id), end
-
-
-# -- driver -----------------------------------------------------------------------------
-
-
-def _create_tables(options: DatabaseSinkOptions, table: SinkTable) -> None:
-    db = connect(options)
-    try:
-        db.script(table.ddl())
-    finally:
-        db.close()
 
 
 def _promote(
@@ -346,10 +224,10 @@ def commit_batch(
                 else:  # a query still replaying what the database holds: keep staging
                     forget_commit(tx, options.sink_id)
                 _cleanup(tx, table, options.sink_id, batch_id)
-            crash.reached("database.before_commit", batch_id)
+            spark_step_reached("database.before_commit", batch_id)
     finally:
         db.close()
-    crash.reached("database.after_commit", batch_id)
+    spark_step_reached("database.after_commit", batch_id)
     return apply
 
 
@@ -385,84 +263,21 @@ def _check_direct(
 
 
 def abort_batch(options: DatabaseSinkOptions, table: SinkTable, batch_id: int) -> None:
-    db = connect(options)
-    try:
-        with db.transaction() as tx:
-            tx.execute(table.abort_sql(), (options.sink_id, batch_id))
-    finally:
-        db.close()
+    """Delete what the tasks of a failed batch staged."""
+    with connect(options) as db, db.transaction() as tx:
+        tx.execute(table.abort_sql(), (options.sink_id, batch_id))
 
 
-class DatabaseStreamWriter(DataSourceStreamArrowWriter):
-    def __init__(self, options: DatabaseSinkOptions, table: SinkTable, overwrite: bool) -> None:
-        self.options = options
-        self.table = table
-        self.overwrite = overwrite
-
-    def write(self, iterator: Iterator[Any]) -> StagedWrite | DirectWrite:
-        # Complete output mode replaces the table each batch: only staging can do that.
-        direct = self.options.strategy == "direct" and not self.overwrite
-        return write_task(self.options, self.table, iterator, direct)
-
-    def commit(self, messages: list[Any], batchId: int) -> None:
-        commit_batch(self.options, self.table, messages, batchId, self.overwrite)
-
-    def abort(self, messages: list[Any], batchId: int) -> None:
-        abort_batch(self.options, self.table, batchId)
-
-
-class DatabaseBatchWriter(DataSourceArrowWriter):
-    """``df.write``: every task stages, the driver promotes all of it in one transaction."""
-
-    def __init__(self, options: DatabaseSinkOptions, table: SinkTable, overwrite: bool) -> None:
-        self.options = options
-        self.table = table
-        self.overwrite = overwrite
-
-    def write(self, iterator: Iterator[Any]) -> StagedWrite | DirectWrite:
-        return write_task(self.options, self.table, iterator, direct=False)
-
-    def commit(self, messages: list[Any]) -> None:
-        writes = [m for m in messages if m is not None]
-        db = connect(self.options)
-        try:
-            with db.transaction() as tx:
-                if self.overwrite:
-                    tx.execute(f"DELETE FROM {self.table.target}")
-                promoted = _promote(tx, self.table, self.options.sink_id, -1, writes)
-                _cleanup(tx, self.table, self.options.sink_id, -1, promoted)
-        finally:
-            db.close()
-
-    def abort(self, messages: list[Any]) -> None:
-        abort_batch(self.options, self.table, -1)
-
-
-class DatabaseSinkDataSource(DataSource):
-    """``format("onceflow-database")``: exactly-once writes to SQLite or PostgreSQL."""
-
-    @classmethod
-    def name(cls) -> str:
-        return "onceflow-database"
-
-    def _table(self, schema: StructType, streaming: bool, overwrite: bool):
-        from onceflow.patterns.db import DatabaseUrl
-
-        options = parse_database_options(self.options, streaming)
-        if overwrite and options.mode == "accumulate":
-            raise DatabaseSinkError("mode accumulate cannot be combined with overwrite/complete")
-        dialect = DatabaseUrl.parse(options.url).dialect
-        table = SinkTable.build(options.table, schema, options.mode, options.keys, dialect)
-        _create_tables(options, table)
-        return options, table
-
-    def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
-        options, table = self._table(schema, True, overwrite)
-        return DatabaseStreamWriter(options, table, overwrite)
-
-    def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
-        options, table = self._table(schema, False, overwrite)
-        return DatabaseBatchWriter(options, table, overwrite)
+def commit_batch_write(
+    options: DatabaseSinkOptions, table: SinkTable, messages: list[Any], overwrite: bool
+) -> None:
+    """``df.write``: promote every task's staged rows in one transaction."""
+    writes = [m for m in messages if m is not None]
+    with connect(options) as db, db.transaction() as tx:
+        if overwrite:
+            tx.execute(f"DELETE FROM {table.target}")
+        promoted = _promote(tx, table, options.sink_id, BATCH_WRITE, writes)
+        _cleanup(tx, table, options.sink_id, BATCH_WRITE, promoted)
 
 
 def database_offsets(url: str, sink_id: str, default: str | None = None) -> str | None:
@@ -471,18 +286,13 @@ def database_offsets(url: str, sink_id: str, default: str | None = None) -> str 
     Use it to restart a query whose checkpoint was deleted (or lost) exactly where the
     database is: ``.option("startingOffsets", database_offsets(url, "my-sink", "earliest"))``.
     """
-    from onceflow.patterns.db import Database
-
-    db = Database(url)
-    try:
+    with Database(url) as db:
         db.script([OFFSETS_DDL])
         rows = db.execute(
             f'SELECT topic, "partition", next_offset FROM {OFFSETS_TABLE} '
             'WHERE sink_id = ? AND batch_id >= 0 AND "partition" >= 0',
             (sink_id,),
         ).fetchall()
-    finally:
-        db.close()
     if not rows:
         return default
     return to_json({(t, int(p)): int(o) for t, p, o in rows})

@@ -1,0 +1,55 @@
+"""What the data sources share: option names, sink ids and the running task's identity."""
+
+from __future__ import annotations
+
+import re
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+SINK_ID = re.compile(r"[A-Za-z0-9._-]{1,200}")
+
+
+def lower_case_options(options: Mapping[Any, Any]) -> dict[str, str]:
+    """Option names lower-cased, as Spark compares them; unset (None) options left out."""
+    return {str(k).lower(): str(v) for k, v in dict(options).items() if v is not None}
+
+
+def sink_id_of(
+    options: Mapping[str, str], streaming: bool, missing: str, error: type[Exception]
+) -> str:
+    """The ``sinkId`` option (lower-cased ``options``): required for streaming queries
+    (``missing`` says why, raised as ``error``); a batch write without one gets a fresh id."""
+    sink_id = options.get("sinkid")
+    if not sink_id:
+        if streaming:
+            raise error(missing)
+        sink_id = f"batch-{uuid.uuid4().hex}"
+    if not SINK_ID.fullmatch(sink_id):
+        raise error(f"sinkId {sink_id!r}: use letters, digits, '.', '_' and '-'")
+    return sink_id
+
+
+@dataclass(frozen=True)
+class SinkTask:
+    """The Spark task a sink's ``write`` runs in: its partition and, in a streaming query,
+    the micro-batch and query (both None in a batch write, or outside Spark)."""
+
+    partition: int
+    batch_id: int | None
+    query_id: str | None
+
+
+def current_task() -> SinkTask:
+    from pyspark import TaskContext
+
+    context = TaskContext.get()
+    if context is None:
+        return SinkTask(0, None, None)
+    batch = context.getLocalProperty("streaming.sql.batchId")
+    return SinkTask(
+        context.partitionId(),
+        int(batch) if batch is not None else None,
+        context.getLocalProperty("sql.streaming.queryId"),
+    )

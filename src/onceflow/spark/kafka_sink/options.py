@@ -1,0 +1,86 @@
+"""Options and input columns of the ``onceflow-kafka`` sink (listed on
+``KafkaSinkDataSource``)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from pyspark.sql.types import ArrayType, BinaryType, IntegerType, StringType, StructType
+
+from onceflow.spark.common import lower_case_options, sink_id_of
+
+# queryName: Spark passes writeStream.queryName(...) to the sink as an option.
+_KNOWN = {"topic", "sinkid", "checkpointlocation", "path", "timeoutms", "queryname"}
+_REFUSED_KAFKA = {
+    "transactional.id": "the sink derives it: onceflow-<sinkId>-<task partition>",
+    "enable.idempotence": "transactions need the idempotent producer",
+    "key.serializer": "cast the key column to string or binary",
+    "value.serializer": "cast the value column to string or binary",
+}
+
+
+class KafkaSinkError(ValueError):
+    """An option or input column of the Kafka sink is missing or wrong."""
+
+
+@dataclass(frozen=True)
+class KafkaSinkOptions:
+    topic: str | None
+    sink_id: str
+    producer_config: dict[str, str]
+    timeout_s: float
+
+
+def parse_kafka_options(options: Mapping[str, Any], streaming: bool) -> KafkaSinkOptions:
+    opts = lower_case_options(options)
+    config: dict[str, str] = {}
+    for name, value in opts.items():
+        if name.startswith("kafka."):
+            key = name[len("kafka.") :]
+            if key in _REFUSED_KAFKA:
+                raise KafkaSinkError(f"option kafka.{key} is not allowed: {_REFUSED_KAFKA[key]}")
+            config[key] = value
+        elif name not in _KNOWN:
+            raise KafkaSinkError(
+                f"unknown option {name!r} for onceflow-kafka "
+                "(known: kafka.*, topic, sinkId, checkpointLocation, timeoutMs)"
+            )
+    if not config.get("bootstrap.servers"):
+        raise KafkaSinkError("onceflow-kafka needs the option 'kafka.bootstrap.servers'")
+    sink_id = sink_id_of(
+        opts,
+        streaming,
+        "onceflow-kafka needs the option 'sinkId' (stable name of this sink: its "
+        "transactional ids and idempotency markers are derived from it)",
+        KafkaSinkError,
+    )
+    config.setdefault("partitioner", "murmur2_random")
+    config.setdefault("linger.ms", "5")
+    config.setdefault("transaction.timeout.ms", "60000")
+    # librdkafka waits reconnect.backoff.ms (100 ms) before its first connection to the
+    # transaction coordinator; every task opens a new producer.
+    config.setdefault("reconnect.backoff.ms", "10")
+    try:
+        timeout_s = int(opts.get("timeoutms", "60000")) / 1000
+    except ValueError:
+        raise KafkaSinkError("timeoutMs must be an integer (milliseconds)") from None
+    return KafkaSinkOptions(opts.get("topic") or None, sink_id, config, timeout_s)
+
+
+def check_input_schema(schema: StructType, topic: str | None) -> None:
+    fields = {f.name.lower(): f.dataType for f in schema.fields}
+    if "value" not in fields:
+        raise KafkaSinkError("onceflow-kafka needs a 'value' column (string or binary)")
+    for name in ("key", "value"):
+        if name in fields and not isinstance(fields[name], StringType | BinaryType):
+            raise KafkaSinkError(f"column {name!r} must be string or binary (cast it)")
+    if "topic" in fields and not isinstance(fields["topic"], StringType):
+        raise KafkaSinkError("column 'topic' must be a string")
+    if "topic" not in fields and not topic:
+        raise KafkaSinkError("give the option 'topic' or a 'topic' column")
+    if "partition" in fields and not isinstance(fields["partition"], IntegerType):
+        raise KafkaSinkError("column 'partition' must be an int")
+    if "headers" in fields and not isinstance(fields["headers"], ArrayType):
+        raise KafkaSinkError("column 'headers' must be array<struct<key:string,value:binary>>")

@@ -1,0 +1,71 @@
+"""One way to start a SparkSession for onceflow jobs on this machine, data sources registered.
+
+    from onceflow.spark.session import local_session
+    spark = local_session("my-job")                       # local[2], loopback, UI off
+    spark = local_session("orders", master=args.master, shuffle_partitions=4, loopback=False)
+
+Used by the example pipeline, the tests, the chaos matrix's Spark job and the benchmark;
+each passes what it needs on top (a cluster master, executor settings, time zone).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Mapping
+
+from pyspark.sql import SparkSession
+
+from onceflow.spark import register
+from onceflow.spark.worker_python import worker_python
+
+
+def java_home() -> str | None:
+    """``JAVA_HOME``, else the installation of the ``java`` on ``PATH``; None without Java."""
+    if os.environ.get("JAVA_HOME"):
+        return os.environ["JAVA_HOME"]
+    java = shutil.which("java")
+    if java is None:
+        return None
+    return os.path.dirname(os.path.dirname(os.path.realpath(java)))
+
+
+def local_session(
+    app_name: str,
+    *,
+    master: str = "local[2]",
+    shuffle_partitions: int = 2,
+    loopback: bool = True,
+    python: str | None = None,
+    config: Mapping[str, str] | None = None,
+    log_level: str = "ERROR",
+) -> SparkSession:
+    """The SparkSession of this process (``getOrCreate``), with onceflow registered.
+
+    ``python`` is the interpreter of Spark's Python workers (``PYSPARK_PYTHON``); by
+    default this one, which has onceflow, through ``worker_python``'s launcher (workers
+    import the installed, byte-compiled pyspark). ``loopback`` binds the driver to
+    127.0.0.1 (tests, benchmarks; a driver a real cluster must reach cannot). ``config``
+    adds or overrides Spark settings. The Spark UI and the console progress bar are off.
+    """
+    found = java_home()
+    if found is not None:
+        os.environ.setdefault("JAVA_HOME", found)
+    os.environ["PYSPARK_PYTHON"] = python or worker_python()
+    settings = {
+        "spark.ui.enabled": "false",
+        "spark.ui.showConsoleProgress": "false",
+        "spark.sql.shuffle.partitions": str(shuffle_partitions),
+    }
+    if loopback:
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+        settings["spark.driver.host"] = "127.0.0.1"
+        settings["spark.driver.bindAddress"] = "127.0.0.1"
+    settings.update(config or {})
+    builder = SparkSession.builder.master(master).appName(app_name)
+    for name, value in settings.items():
+        builder = builder.config(name, value)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel(log_level)
+    register(spark)
+    return spark
