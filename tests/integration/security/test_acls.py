@@ -93,11 +93,7 @@ def produce_one(config: dict, topic: str) -> KafkaError | None:
         fatal = raised if isinstance(raised, KafkaException) else raised.__context__
         if not isinstance(fatal, KafkaException):
             raise
-        error = fatal.args[0]
-        # Its traceback holds this frame: kept, the producer would outlive the broker and
-        # reconnect until the garbage collector ran (close() raises the fatal error again).
-        del fatal
-        return error
+        return fatal.args[0]
     return errors[0]
 
 
@@ -327,11 +323,10 @@ def test_transactions_need_write_on_the_transactional_id(broker, admin):
             allow(ALICE_PRINCIPAL, ResourceType.TOPIC, topic, AclOperation.READ),
         ],
     )
-    refused = Producer(as_user(broker, ALICE, **{"transactional.id": txn_id}))
+    producer = Producer(as_user(broker, ALICE, **{"transactional.id": txn_id}))
     with pytest.raises(KafkaException) as raised:
-        refused.init_transactions(TIMEOUT)
+        producer.init_transactions(TIMEOUT)
     assert raised.value.args[0].code() == KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
-    del raised, refused  # the traceback holds this frame (close() raises the fatal error)
 
     create_acls(
         admin, [allow(ALICE_PRINCIPAL, ResourceType.TRANSACTIONAL_ID, txn_id, AclOperation.WRITE)]
