@@ -15,6 +15,7 @@ files as the zip, byte-compiled), a three-line launcher that drops the zip from
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import shlex
@@ -39,21 +40,20 @@ exec {python} "$@"
 """
 
 
-def installed_pyspark() -> Path | None:
-    """The directory of the pyspark package this interpreter imports, if it is a plain one."""
+def pyspark_is_installed() -> bool:
+    """This interpreter imports pyspark from a plain package directory (not a zip)."""
     try:
         import pyspark
     except ImportError:
-        return None
-    package = Path(pyspark.__file__).parent
-    return package if package.is_dir() else None
+        return False
+    return Path(pyspark.__file__).parent.is_dir()
 
 
 def worker_python(python: str = sys.executable, cache_dir: Path | None = None) -> str:
     """A ``PYSPARK_PYTHON`` for local sessions: ``python`` itself where the launcher cannot
     help (not POSIX, pyspark not installed as a package, no writable or executable cache
     directory)."""
-    if os.name != "posix" or installed_pyspark() is None:
+    if os.name != "posix" or not pyspark_is_installed():
         return python
     script = LAUNCHER.format(python=shlex.quote(python))
     digest = hashlib.sha256(script.encode()).hexdigest()[:16]
@@ -61,13 +61,15 @@ def worker_python(python: str = sys.executable, cache_dir: Path | None = None) -
     launcher = directory / f"worker-python-{digest}"
     if launcher.exists():
         return str(launcher)
+    partial = launcher.with_name(f"{launcher.name}.{os.getpid()}.tmp")
     try:
         directory.mkdir(parents=True, exist_ok=True)
-        partial = launcher.with_name(f"{launcher.name}.{os.getpid()}.tmp")
         partial.write_text(script)
         partial.chmod(0o755)
         subprocess.run([str(partial), "-c", ""], check=True, timeout=60)  # not on noexec
         partial.replace(launcher)  # atomic: concurrent sessions see a whole file or none
     except (OSError, subprocess.SubprocessError):
+        with contextlib.suppress(OSError):  # also when the directory could not be made
+            partial.unlink()
         return python
     return str(launcher)
