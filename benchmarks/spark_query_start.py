@@ -29,8 +29,8 @@ from contextlib import contextmanager
 
 QUERY_TIMES = r"""
 import json, os, sys, time
-from pyspark.sql import SparkSession
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
+from onceflow.spark.session import local_session
 
 class OneRow(DataSourceStreamReader):
     def initialOffset(self): return {"offset": 0}
@@ -45,9 +45,7 @@ class OneRowSource(DataSource):
     def schema(self): return "x int"
     def streamReader(self, schema): return OneRow()
 
-spark = (SparkSession.builder.master("local[2]").config("spark.ui.enabled", "false")
-         .config("spark.sql.shuffle.partitions", "2").getOrCreate())
-spark.sparkContext.setLogLevel("ERROR")
+spark = local_session("query-start", python=sys.argv[3])
 spark.dataSource.register(OneRowSource)
 spark.range(10).count()
 times = []
@@ -66,8 +64,7 @@ spark.stop()
 def query_times(python: str, queries: int) -> list[float]:
     with tempfile.TemporaryDirectory() as work:
         result = subprocess.run(
-            [sys.executable, "-c", QUERY_TIMES, str(queries), work],
-            env={**os.environ, "PYSPARK_PYTHON": python},
+            [sys.executable, "-c", QUERY_TIMES, str(queries), work, python],
             capture_output=True,
             text=True,
             check=True,
