@@ -4,7 +4,8 @@
         [--max-offsets-per-trigger 250000] [--databases sqlite,postgresql]
         [--postgres-url postgresql://...] [--master local[2]] [--warmup 50000]
         [--repeat 1] [--verbose] [--only consumer,consumer-default,batch,source,pynoop,
-        pynoop-kv,database,database-staged,database-accumulate,kafka]
+        pynoop-kv,database,database-staged,database-accumulate,plain-database,kafka,
+        plain-kafka]
 
 One embedded onceflow broker (``onceflow.testing.BrokerProcess``, temporary data
 directory). ``--records`` small JSON records (about 60 bytes: an id, a store, an amount,
@@ -63,6 +64,13 @@ then all modes again), and the median is reported with the min-max:
    (one Kafka transaction per task and micro-batch, with its idempotency marker) writing
    an output topic of ``--partitions`` partitions; timed like **source** (a micro-batch
    ends when every task's transaction is committed).
+7. **plain-database** and **plain-kafka** (information): what the same writes cost from a
+   Python sink WITHOUT exactly-once, so that the sinks' ratios to them are the price of
+   exactly-once itself. plain-database appends each task's Arrow batches to a table
+   through ADBC in one transaction, as the direct append does, with no marker, ledger or
+   offsets (per database); plain-kafka produces each task's ``key``/``value`` with a plain
+   idempotent producer through the Kafka sink's own produce loop and flushes (no
+   transaction, no marker). Both are at-least-once: a retried task writes again.
 
 After each run the output is checked (not timed): the batch read's row count, the
 query's input rows, the table's row count (or the accumulated totals) and the output
@@ -111,7 +119,9 @@ MODES = (
     "database",
     "database-staged",
     "database-accumulate",
+    "plain-database",
     "kafka",
+    "plain-kafka",
 )
 # (measure, baseline, goal): the source is measured by the batch read against the plain
 # consumer, the sinks against the Python no-op sink of the same query shape (see the
@@ -130,6 +140,16 @@ INFO_RATIOS = [
     ("database-staged:postgresql", "pynoop"),
     ("database-accumulate:sqlite", "pynoop"),
     ("database-accumulate:postgresql", "pynoop"),
+    ("plain-database:sqlite", "pynoop"),
+    ("plain-database:postgresql", "pynoop"),
+    ("plain-kafka", "pynoop"),
+]
+# What exactly-once itself costs: each sink against a Python sink that writes the same
+# data to the same place without it (see PlainDatabaseSink, PlainKafkaSink).
+EXACTLY_ONCE_COST = [
+    ("database:sqlite", "plain-database:sqlite"),
+    ("database:postgresql", "plain-database:postgresql"),
+    ("kafka", "plain-kafka"),
 ]
 
 
@@ -311,6 +331,114 @@ class _NoopStreamWriter(DataSourceStreamArrowWriter):
         pass
 
 
+class PlainKafkaSink(DataSource):
+    """``format("bench-plain-kafka")``: an at-least-once Python Kafka sink.
+
+    Each task produces its rows with a plain idempotent producer (no transaction, no
+    marker) through the same produce loop as ``onceflow-kafka`` and flushes: what writing
+    to Kafka from a Python sink costs without exactly-once. Options: ``bootstrap``,
+    ``topic``.
+    """
+
+    @classmethod
+    def name(cls) -> str:
+        return "bench-plain-kafka"
+
+    def streamWriter(self, schema: Any, overwrite: bool) -> DataSourceStreamWriter:
+        return _PlainKafkaWriter(self.options["bootstrap"], self.options["topic"])
+
+
+class _PlainKafkaWriter(DataSourceStreamArrowWriter):
+    def __init__(self, bootstrap: str, topic: str) -> None:
+        self.bootstrap = bootstrap
+        self.topic = topic
+
+    def write(self, iterator: Iterator[Any]) -> WriterCommitMessage:
+        # Imported here: this module's globals travel to the workers pickled by value.
+        from confluent_kafka import Producer
+
+        from onceflow.spark.kafka_sink.task_transaction import produce_batches
+
+        producer = Producer(
+            {
+                "bootstrap.servers": self.bootstrap,
+                "enable.idempotence": True,
+                "partitioner": "murmur2_random",
+                "linger.ms": 5,
+            }
+        )
+        produce_batches(producer, iterator, self.topic)
+        if producer.flush(60):
+            raise RuntimeError("bench-plain-kafka: records not acknowledged")
+        return WriterCommitMessage()
+
+    def commit(self, messages: list[Any], batchId: int) -> None:
+        pass
+
+    def abort(self, messages: list[Any], batchId: int) -> None:
+        pass
+
+
+class PlainDatabaseSink(DataSource):
+    """``format("bench-plain-adbc")``: an at-least-once Python database sink.
+
+    Each task appends its Arrow batches to an existing table through ADBC in one
+    transaction, as ``onceflow-database``'s direct append does, with no marker, no ledger
+    and no offsets: what writing to the database from a Python sink costs without
+    exactly-once. Options: ``url`` (sqlite:///... or postgresql://...), ``table``.
+    """
+
+    @classmethod
+    def name(cls) -> str:
+        return "bench-plain-adbc"
+
+    def streamWriter(self, schema: Any, overwrite: bool) -> DataSourceStreamWriter:
+        return _PlainDatabaseWriter(self.options["url"], self.options["table"])
+
+
+class _PlainDatabaseWriter(DataSourceStreamArrowWriter):
+    def __init__(self, url: str, table: str) -> None:
+        self.url = url
+        self.table = table
+
+    def write(self, iterator: Iterator[Any]) -> WriterCommitMessage:
+        import pyarrow as pa
+
+        from onceflow.db import DatabaseUrl
+
+        received = [batch for batch in iterator if batch.num_rows]
+        if not received:
+            return WriterCommitMessage()
+        data = pa.Table.from_batches(received)
+        target = DatabaseUrl.parse(self.url).target
+        if self.url.startswith("sqlite"):
+            import adbc_driver_sqlite.dbapi as dbapi
+
+            connection = dbapi.connect(target, autocommit=True)
+            cursor = connection.cursor()
+            cursor.execute("PRAGMA busy_timeout = 60000")
+            cursor.fetchall()
+            cursor.execute("BEGIN IMMEDIATE")
+            cursor.adbc_ingest(self.table, data, mode="append")
+            cursor.execute("COMMIT")
+        else:
+            import adbc_driver_postgresql.dbapi as dbapi
+
+            connection = dbapi.connect(target)
+            cursor = connection.cursor()
+            cursor.adbc_ingest(self.table, data, mode="append")
+            connection.commit()
+        cursor.close()
+        connection.close()
+        return WriterCommitMessage()
+
+    def commit(self, messages: list[Any], batchId: int) -> None:
+        pass
+
+    def abort(self, messages: list[Any], batchId: int) -> None:
+        pass
+
+
 class SparkModes:
     def __init__(
         self, spark, bootstrap: str, args: argparse.Namespace, work: Path, urls: dict[str, str]
@@ -427,6 +555,45 @@ class SparkModes:
             raise RuntimeError(f"accumulate: totals {totals} in {table}, expected {wanted}")
         return timing
 
+    def plain_database(self, topic: str, expected: int, url: str) -> Timing:
+        from onceflow.db import Database
+
+        table = f"plain_{uuid.uuid4().hex[:8]}"
+        big = "BIGINT" if url.startswith("postgresql") else "INTEGER"
+        db = Database(url)
+        try:
+            db.execute(
+                f'CREATE TABLE {table} (key TEXT, value TEXT, "partition" INTEGER, "offset" {big})'
+            )
+        finally:
+            db.close()
+        writer = (
+            self._stream(topic)
+            .selectExpr(*DATABASE_COLUMNS)
+            .writeStream.format("bench-plain-adbc")
+            .options(url=url, table=table)
+        )
+        timing = self._run(writer, "plain-database", expected)
+        stored = table_count(url, table)
+        if stored != expected:  # a task retry would have appended twice: not comparable
+            raise RuntimeError(f"plain-database: {stored} rows in {table}, expected {expected}")
+        return timing
+
+    def plain_kafka(self, topic: str, expected: int) -> Timing:
+        out = f"{topic}-plain-{uuid.uuid4().hex[:6]}"
+        create_topic(self.bootstrap, out, self.args.partitions)
+        writer = (
+            self._stream(topic)
+            .select("key", "value")
+            .writeStream.format("bench-plain-kafka")
+            .options(bootstrap=self.bootstrap, topic=out)
+        )
+        timing = self._run(writer, "plain-kafka", expected)
+        stored = count_committed(self.bootstrap, out, self.args.partitions, expected)
+        if stored != expected:
+            raise RuntimeError(f"plain-kafka: {stored} records in {out}, expected {expected}")
+        return timing
+
     def kafka(self, topic: str, expected: int) -> Timing:
         out = f"{topic}-out-{uuid.uuid4().hex[:6]}"
         create_topic(self.bootstrap, out, self.args.partitions)
@@ -479,6 +646,8 @@ def start_spark(master: str):
 
         cloudpickle.register_pickle_by_value(sys.modules[__name__])
     spark.dataSource.register(PythonNoopSink)
+    spark.dataSource.register(PlainKafkaSink)
+    spark.dataSource.register(PlainDatabaseSink)
     return spark
 
 
@@ -495,7 +664,9 @@ LABELS = {
     "database": "-> onceflow-database append, direct",
     "database-staged": "-> onceflow-database append, staged",
     "database-accumulate": "-> onceflow-database accumulate per store, direct",
+    "plain-database": "-> plain Python ADBC append sink, at-least-once",
     "kafka": "-> onceflow-kafka",
+    "plain-kafka": "-> plain Python Kafka sink, idempotent producer, at-least-once",
 }
 
 
@@ -535,6 +706,10 @@ def print_report(
     for mode, base in INFO_RATIOS:
         if mode in results and base in results:
             print(f"{mode} / {base}: {results[mode].rate / results[base].rate:.2f}  (information)")
+    for mode, base in EXACTLY_ONCE_COST:
+        if mode in results and base in results:
+            ratio = results[mode].rate / results[base].rate
+            print(f"{mode} / {base}: {ratio:.2f}  (the cost of exactly-once itself)")
     print("load average (1m, 5m, 15m) at start and end:", *loads)
 
 
@@ -576,9 +751,9 @@ def main(argv: list[str] | None = None) -> int:
     if set(databases) - set(DATABASES) or not databases:
         parser.error(f"--databases: use {','.join(DATABASES)}")
     modes = [
-        f"{m}:{d}" if m.startswith("database") else m
+        f"{m}:{d}" if "database" in m else m
         for m in chosen
-        for d in (databases if m.startswith("database") else [""])
+        for d in (databases if "database" in m else [""])
     ]
 
     work = Path(tempfile.mkdtemp(prefix="onceflow-spark-bench-"))

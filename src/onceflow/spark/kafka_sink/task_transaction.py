@@ -42,7 +42,7 @@ class KafkaTaskCommit(WriterCommitMessage):
     skipped: bool  # a replayed batch: this task partition's output was already committed
 
 
-def _produce(producer: Any, batches: Iterator[Any], default_topic: str | None) -> int:
+def produce_batches(producer: Any, batches: Iterator[Any], default_topic: str | None) -> int:
     """Produce every row of the Arrow record batches; returns the number of rows."""
     count = 0
     for batch in batches:
@@ -184,7 +184,7 @@ def write_task(options: KafkaSinkOptions, batches: Iterator[Any]) -> KafkaTaskCo
             return KafkaTaskCommit(partition, batch_id, 0, True)
     producer.begin_transaction()
     try:
-        count = _produce(producer, _chain(first, batches), options.topic)
+        count = produce_batches(producer, _chain(first, batches), options.topic)
         if batch_id is not None:
             txn.markers.write(producer, partition, Marker(batch_id, query_id))
         spark_step_reached("kafka.before_task_commit", batch_id, partition)
