@@ -272,7 +272,8 @@ def run(args: argparse.Namespace) -> int:
         threading.Thread(target=produce_orders, daemon=True).start()
         console.print(
             f"[bold]orders[/bold] {args.orders:,} at {args.rate:,.0f}/s; the Spark job will "
-            f"be SIGKILLed during revenue batch {args.kill_after_batch + 1} and restarted"
+            f"be SIGKILLed during revenue batch {args.kill_after_batch} (the batch after "
+            f"{args.kill_after_batch} finished ones) and restarted"
         )
         confirmations = Confirmations(bootstrap)
         printed = 0
@@ -460,7 +461,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--state", type=Path, default=Path(".demo"))
     parser.add_argument("--orders", type=int, default=30_000)
     parser.add_argument("--rate", type=float, default=3_000, help="Orders per second.")
-    parser.add_argument("--kill-after-batch", type=int, default=2)
+    parser.add_argument(
+        "--kill-after-batch",
+        type=int,
+        default=2,
+        help="SIGKILL the Spark job once this many revenue micro-batches have finished.",
+    )
     parser.add_argument("--timeout", type=float, default=240)
     args = parser.parse_args(argv)
     args.state = args.state.resolve()
