@@ -30,7 +30,7 @@ def one_line(error: BaseException) -> str:
         ({"subscribe": None, "subscribePattern": "("}, "not a valid regular expression"),
         ({"startingOffsets": "newest"}, "option 'startingOffsets' must be 'earliest', 'latest'"),
         ({"failOnDataLoss": "maybe"}, "option 'failOnDataLoss' must be true or false"),
-        ({"kafka.enable.auto.commit": "true"}, "Kafka option 'enable.auto.commit'"),
+        ({"kafka.enable.auto.commit": "true"}, "'kafka.enable.auto.commit' is not supported"),
         ({"commitOffsetsToGroup": "yes"}, "'commitOffsetsToGroup' needs 'kafka.group.id'"),
     ],
 )

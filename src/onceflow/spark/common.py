@@ -16,6 +16,21 @@ def lower_case_options(options: Mapping[Any, Any]) -> dict[str, str]:
     return {str(k).lower(): str(v) for k, v in dict(options).items() if v is not None}
 
 
+def kafka_client_config(
+    options: Mapping[str, str], refused: Mapping[str, str], error: type[Exception]
+) -> dict[str, str]:
+    """The Kafka client settings among lower-cased ``options`` (``kafka.`` prefix removed);
+    a setting in ``refused`` raises ``error`` with the reason given there."""
+    config: dict[str, str] = {}
+    for name, value in options.items():
+        if name.startswith("kafka."):
+            key = name[len("kafka.") :]
+            if key in refused:
+                raise error(f"option 'kafka.{key}' is not supported: {refused[key]}")
+            config[key] = str(value)
+    return config
+
+
 def sink_id_of(
     options: Mapping[str, str], streaming: bool, missing: str, error: type[Exception]
 ) -> str:

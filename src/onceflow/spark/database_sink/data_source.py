@@ -44,11 +44,16 @@ from onceflow.spark.database_sink.staging import BATCH_WRITE, StagedWrite
 from onceflow.spark.database_sink.tables import SinkTable
 
 
-class DatabaseStreamWriter(DataSourceStreamArrowWriter):
+class _SinkWriter:
+    """What the driver hands each task: the parsed options, the table, overwrite or not."""
+
     def __init__(self, options: DatabaseSinkOptions, table: SinkTable, overwrite: bool) -> None:
         self.options = options
         self.table = table
         self.overwrite = overwrite
+
+
+class DatabaseStreamWriter(_SinkWriter, DataSourceStreamArrowWriter):
 
     def write(self, iterator: Iterator[Any]) -> StagedWrite | DirectWrite:
         # Complete output mode replaces the table each batch: only staging can do that.
@@ -62,13 +67,8 @@ class DatabaseStreamWriter(DataSourceStreamArrowWriter):
         abort_batch(self.options, self.table, batchId)
 
 
-class DatabaseBatchWriter(DataSourceArrowWriter):
+class DatabaseBatchWriter(_SinkWriter, DataSourceArrowWriter):
     """``df.write``: every task stages, the driver promotes all of it in one transaction."""
-
-    def __init__(self, options: DatabaseSinkOptions, table: SinkTable, overwrite: bool) -> None:
-        self.options = options
-        self.table = table
-        self.overwrite = overwrite
 
     def write(self, iterator: Iterator[Any]) -> StagedWrite | DirectWrite:
         return write_task(self.options, self.table, iterator, direct=False)

@@ -9,7 +9,7 @@ from typing import Any
 
 from pyspark.sql.types import ArrayType, BinaryType, IntegerType, StringType, StructType
 
-from onceflow.spark.common import lower_case_options, sink_id_of
+from onceflow.spark.common import kafka_client_config, lower_case_options, sink_id_of
 
 # queryName: Spark passes writeStream.queryName(...) to the sink as an option.
 _KNOWN = {"topic", "sinkid", "checkpointlocation", "path", "timeoutms", "queryname"}
@@ -35,14 +35,9 @@ class KafkaSinkOptions:
 
 def parse_kafka_options(options: Mapping[str, Any], streaming: bool) -> KafkaSinkOptions:
     opts = lower_case_options(options)
-    config: dict[str, str] = {}
-    for name, value in opts.items():
-        if name.startswith("kafka."):
-            key = name[len("kafka.") :]
-            if key in _REFUSED_KAFKA:
-                raise KafkaSinkError(f"option kafka.{key} is not allowed: {_REFUSED_KAFKA[key]}")
-            config[key] = value
-        elif name not in _KNOWN:
+    config = kafka_client_config(opts, _REFUSED_KAFKA, KafkaSinkError)
+    for name in opts:
+        if not name.startswith("kafka.") and name not in _KNOWN:
             raise KafkaSinkError(
                 f"unknown option {name!r} for onceflow-kafka "
                 "(known: kafka.*, topic, sinkId, checkpointLocation, timeoutMs)"

@@ -16,7 +16,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from onceflow.spark.common import lower_case_options
+from onceflow.spark.common import kafka_client_config, lower_case_options
 from onceflow.spark.kafka_source.offsets import EARLIEST, LATEST, parse_offsets_json
 
 ISOLATION_LEVELS = ("read_committed", "read_uncommitted")
@@ -262,16 +262,11 @@ def parse_options(raw: Mapping[str, str], *, batch: bool | None) -> SourceOption
     """
     options = lower_case_options(raw)
 
-    kafka_config: dict[str, str] = {}
-    for key, value in options.items():
+    kafka_config = kafka_client_config(options, _REFUSED_KAFKA, OnceflowOptionError)
+    for key in options:
         if key.startswith("kafka."):
-            name = key[len("kafka.") :]
-            if name in _REFUSED_KAFKA:
-                raise OnceflowOptionError(
-                    f"Kafka option '{name}' is not supported: {_REFUSED_KAFKA[name]}"
-                )
-            kafka_config[name] = str(value)
-        elif key in _UNSUPPORTED:
+            continue
+        if key in _UNSUPPORTED:
             raise OnceflowOptionError(f"option '{key}' is not supported: {_UNSUPPORTED[key]}")
         elif key not in _KNOWN:
             raise OnceflowOptionError(
