@@ -29,7 +29,6 @@ import threading
 import time
 from collections import defaultdict
 from collections.abc import Callable, Sequence
-from typing import Any
 
 from confluent_kafka import (
     OFFSET_BEGINNING,
@@ -38,7 +37,6 @@ from confluent_kafka import (
     KafkaError,
     KafkaException,
     Message,
-    Producer,
     TopicPartition,
 )
 
@@ -57,6 +55,7 @@ from onceflow.patterns.offsets import OffsetStore, PartitionRevoked
 from onceflow.patterns.outbox import Outbox
 from onceflow.patterns.records import DecodeError, Record, dead_letter_headers
 from onceflow.patterns.runner_config import RunnerConfig
+from onceflow.patterns.runner_output import BatchOutput
 from onceflow.patterns.runner_progress import Progress, RunStats
 from onceflow.patterns.transactional import (
     KafkaTransaction,
@@ -98,7 +97,7 @@ class Context:
         key: bytes | str | None = None,
         headers: Sequence[tuple[str, bytes | None]] | None = None,
     ) -> None:
-        self._runner._produce(self.tx, topic, value, key, headers)
+        self._runner.output.produce(self.tx, topic, value, key, headers)
 
 
 class Runner:
@@ -122,10 +121,8 @@ class Runner:
         self.db: Database | None = None
         self.offsets: OffsetStore | None = None
         self.inbox: Inbox | None = None
-        self.outbox: Outbox | None = None
         self.txn: KafkaTransaction | None = None
-        self._producer: Producer | None = None
-        self._produce_errors: list[str] = []
+        self.output = BatchOutput(config.bootstrap_servers, config.producer_config)
         self.consumer: Consumer | None = None
 
     # -- setup ------------------------------------------------------------------------
@@ -146,11 +143,12 @@ class Runner:
                 self.inbox = Inbox(self.db, c.group_id, c.inbox_table)
                 self.inbox.create_schema()
             if c.outbox:
-                self.outbox = Outbox(self.db, c.outbox_table)
-                self.outbox.create_schema()
+                self.output.outbox = Outbox(self.db, c.outbox_table)
+                self.output.outbox.create_schema()
         if self.plan.uses_kafka_transactions:
             assert c.transactional_id is not None
             self.txn = KafkaTransaction(c.bootstrap_servers, c.transactional_id, c.producer_config)
+            self.output.txn = self.txn
         self.consumer = Consumer(
             {
                 "bootstrap.servers": c.bootstrap_servers,
@@ -176,19 +174,6 @@ class Runner:
                 on_revoke=self._on_revoke,
                 on_lost=self._on_revoke,
             )
-
-    def _direct_producer(self) -> Producer:
-        if self._producer is None:
-            self._producer = Producer(
-                {
-                    "bootstrap.servers": self.config.bootstrap_servers,
-                    "enable.idempotence": True,
-                    "acks": "all",
-                    "linger.ms": 5,
-                    **self.config.producer_config,
-                }
-            )
-        return self._producer
 
     def _assign_manually(self) -> None:
         assert self.consumer is not None
@@ -360,12 +345,12 @@ class Runner:
                 with self.db.transaction() as tx:
                     self.crash.reached("after_begin")
                     self._handle_all(messages, tx)
-                    self._flush_direct()  # the article's "produce" precedes the DB commit
+                    self.output.flush_direct()  # the article's "produce" precedes the DB commit
                     self.crash.reached("before_db_commit")
                 self.crash.reached("after_db_commit")
             else:
                 self._handle_all(messages, None)
-                self._flush_direct()
+                self.output.flush_direct()
             self.crash.reached("after_produce")
         except DatabaseError as error:
             self._database_trouble(messages, error)
@@ -394,7 +379,7 @@ class Runner:
                 self.crash.reached("after_work")
                 self.offsets.store(tx, *tp, fresh[-1].offset() + 1)
                 self.crash.reached("after_store_offset")
-                self._flush_direct()
+                self.output.flush_direct()
                 if tp not in self.progress.owned:
                     raise PartitionRevoked(f"{tp[0]}[{tp[1]}] revoked during the batch")
                 self.crash.reached("before_db_commit")
@@ -486,55 +471,12 @@ class Runner:
                 f"poison record {message.topic()}/{message.partition()}/{message.offset()}"
                 f" ({error}) and no dead_letter_topic configured"
             )
-        self._produce(
+        self.output.produce(
             tx, topic, message.value(), message.key(), dead_letter_headers(message, error)
         )
         self.stats.dead_lettered += 1
         log.warning("dead-lettered %s/%d/%d: %s", message.topic(), message.partition(),
                     message.offset(), error)  # fmt: skip
-
-    def _produce(
-        self,
-        tx: Transaction | None,
-        topic: str,
-        value: bytes | str | None,
-        key: bytes | str | None,
-        headers: Sequence[tuple[str, bytes | None]] | None,
-    ) -> None:
-        value = value.encode() if isinstance(value, str) else value
-        key = key.encode() if isinstance(key, str) else key
-        if self.txn is not None:
-            self.txn.produce(topic, value, key, headers)
-        elif self.outbox is not None:
-            if tx is None:
-                raise ConfigurationError("outbox produce needs the database transaction")
-            self.outbox.add(tx, topic, key, value, headers)
-        else:
-            producer = self._direct_producer()
-
-            def report(error: Any, _message: Any) -> None:
-                if error is not None:
-                    self._produce_errors.append(str(error))
-
-            kwargs: dict[str, Any] = {"value": value, "key": key, "on_delivery": report}
-            if headers:
-                kwargs["headers"] = list(headers)
-            while True:
-                try:
-                    producer.produce(topic, **kwargs)
-                    break
-                except BufferError:
-                    producer.poll(0.05)
-
-    def _flush_direct(self) -> None:
-        if self._producer is None:
-            return
-        remaining = self._producer.flush(30)
-        errors, self._produce_errors = self._produce_errors, []
-        if remaining or errors:
-            raise DatabaseError(  # rolls the batch back; it will be processed again
-                f"producing failed ({remaining} unacknowledged, errors: {errors[:3]})"
-            )
 
     # -- offsets, errors --------------------------------------------------------------
 
@@ -609,9 +551,6 @@ class Runner:
                 self.consumer.close()
             except Exception as error:  # already closed / broker gone: nothing to lose
                 log.debug("consumer close: %s", error)
-        if self.txn is not None:
-            self.txn.close()
-        if self._producer is not None:
-            self._producer.flush(10)
+        self.output.close()
         if self.db is not None:
             self.db.close()
