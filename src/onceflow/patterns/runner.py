@@ -31,8 +31,6 @@ from collections import defaultdict
 from collections.abc import Callable, Sequence
 
 from confluent_kafka import (
-    OFFSET_BEGINNING,
-    OFFSET_END,
     Consumer,
     KafkaError,
     KafkaException,
@@ -45,7 +43,6 @@ from onceflow.db import (
     ConfigurationError,
     Database,
     DatabaseError,
-    LockTimeout,
     Transaction,
     connect,
 )
@@ -57,6 +54,7 @@ from onceflow.patterns.records import DecodeError, Record, dead_letter_headers
 from onceflow.patterns.runner_config import RunnerConfig
 from onceflow.patterns.runner_output import BatchOutput
 from onceflow.patterns.runner_progress import Progress, RunStats
+from onceflow.patterns.starting_offsets import StartingOffsets
 from onceflow.patterns.transactional import (
     KafkaTransaction,
     ProducerFenced,
@@ -124,6 +122,7 @@ class Runner:
         self.txn: KafkaTransaction | None = None
         self.output = BatchOutput(config.bootstrap_servers, config.producer_config)
         self.consumer: Consumer | None = None
+        self._starts: StartingOffsets | None = None
 
     # -- setup ------------------------------------------------------------------------
 
@@ -162,6 +161,7 @@ class Runner:
                 "enable.partition.eof": True,  # tells when the Runner has caught up
             }
         )
+        self._starts = StartingOffsets(self.consumer, c, self.offsets, self.crash)
         if c.assign:
             self._assign_manually()
         else:
@@ -186,7 +186,8 @@ class Runner:
                 partitions += [(topic, p) for p in sorted(metadata.partitions)]
         else:
             partitions = list(self.config.assign)
-        assignment = self._starting_assignment(partitions)
+        assert self._starts is not None
+        assignment = self._starts.assignment(partitions)
         self.progress.assigned(partitions)
         self.consumer.assign(assignment)
 
@@ -195,7 +196,8 @@ class Runner:
         self.progress.assigned(tps)
         if self.offsets is None:
             return
-        assignment = self._starting_assignment(tps)
+        assert self._starts is not None
+        assignment = self._starts.assignment(tps)
         strategy = str(self.config.consumer_config.get("partition.assignment.strategy", ""))
         if "cooperative" in strategy:
             consumer.incremental_assign(assignment)
@@ -206,64 +208,6 @@ class Runner:
         self.progress.revoked((tp.topic, tp.partition) for tp in partitions)
         for tp in partitions:
             self._paused.pop((tp.topic, tp.partition), None)
-
-    def _starting_assignment(self, partitions: list[TP]) -> list[TopicPartition]:
-        """db_offsets steps 1-2: start at max(database, Kafka) per partition."""
-        if self.offsets is None:
-            committed = self._kafka_committed(partitions)
-            return [
-                TopicPartition(t, p, self._or_reset(committed.get((t, p)))) for t, p in partitions
-            ]
-        deadline = time.monotonic() + self.config.max_poll_interval_ms / 2000
-        while True:  # block (bounded) until the previous owner's transaction has ended
-            try:
-                starts = self.offsets.start_offsets(
-                    partitions,
-                    self._kafka_committed,
-                    on_locked=lambda: self.crash.reached("after_lock_assignment"),
-                )
-                break
-            except LockTimeout:
-                if time.monotonic() > deadline:
-                    raise
-                log.info("partition rows still locked by the previous owner; waiting")
-        assignment = []
-        for start in starts:
-            offset = start.offset
-            if start.mismatch and offset is not None:
-                log.info(
-                    "%s[%d]: database offset %s, Kafka offset %s: seeking to %d",
-                    start.topic, start.partition, start.database, start.kafka, offset,
-                )  # fmt: skip
-            assignment.append(TopicPartition(start.topic, start.partition, self._or_reset(offset)))
-        self.crash.reached("after_seek")
-        return assignment
-
-    def _or_reset(self, offset: int | None) -> int:
-        """An explicit start offset: the known one, else auto.offset.reset's end.
-
-        Never OFFSET_STORED: the committed offset was already asked for (and librdkafka
-        2.x crashes on assign() with stored offsets when the broker has no group
-        coordinator).
-        """
-        if offset is not None:
-            return offset
-        reset = str(self.config.consumer_config.get("auto.offset.reset", "earliest")).lower()
-        return OFFSET_END if reset in ("latest", "largest", "end") else OFFSET_BEGINNING
-
-    def _kafka_committed(self, partitions: list[TP]) -> dict[TP, int | None]:
-        assert self.consumer is not None
-        try:
-            committed = self.consumer.committed(
-                [TopicPartition(t, p) for t, p in partitions],
-                timeout=self.config.committed_timeout_s,
-            )
-        except KafkaException as error:
-            log.warning("cannot read Kafka committed offsets (using the database's): %s", error)
-            return dict.fromkeys(partitions)
-        return {
-            (tp.topic, tp.partition): (tp.offset if tp.offset >= 0 else None) for tp in committed
-        }
 
     # -- running ----------------------------------------------------------------------
 

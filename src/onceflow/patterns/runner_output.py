@@ -13,6 +13,7 @@ from confluent_kafka import Producer
 from onceflow.db import ConfigurationError, DatabaseError, Transaction
 from onceflow.patterns.outbox import Outbox
 from onceflow.patterns.transactional import KafkaTransaction
+from onceflow.producing import produce_waiting
 
 
 def idempotent_producer(bootstrap: str, config: Mapping[str, Any]) -> Producer:
@@ -75,12 +76,7 @@ class BatchOutput:
         kwargs: dict[str, Any] = {"value": value, "key": key, "on_delivery": report}
         if headers:
             kwargs["headers"] = list(headers)
-        while True:
-            try:
-                self._producer.produce(topic, **kwargs)
-                break
-            except BufferError:
-                self._producer.poll(0.05)
+        produce_waiting(self._producer, topic, **kwargs)
 
     def flush_direct(self) -> None:
         """Wait for the direct producer's records; a failure rolls the batch back."""
