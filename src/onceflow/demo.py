@@ -20,6 +20,7 @@ from rich.console import Console
 from rich.table import Table
 
 from onceflow.broker.process import BrokerProcess
+from onceflow.producing import produce_waiting
 
 TIMEOUT = 30.0
 
@@ -90,12 +91,7 @@ def run_demo(
         for seq in range(records):
             key = f"store-{seq % keys}"
             value = json.dumps({"store": key, "seq": seq, "amount": (seq * 37) % 100}).encode()
-            while True:
-                try:
-                    producer.produce(topic, key=key.encode(), value=value, on_delivery=on_delivery)
-                    break
-                except BufferError:
-                    producer.poll(0.05)
+            produce_waiting(producer, topic, key=key.encode(), value=value, on_delivery=on_delivery)
         producer.flush(TIMEOUT)
         del producer  # closed before the broker stops: no disconnect noise
         result.produced = len(acked)

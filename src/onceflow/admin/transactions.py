@@ -16,6 +16,7 @@ from kio.schema.errors import ErrorCode
 from onceflow import clock
 from onceflow.admin.connect import ClusterSession
 from onceflow.admin.errors import AdminError, NotFound
+from onceflow.protocol.codec import fields_of
 
 WRITE_TXN_MARKERS = 27
 DEFAULT_MAX_TRANSACTION_TIMEOUT_MIN = 15  # kafka-transactions find-hanging's default
@@ -183,11 +184,14 @@ def _producers(
                     ProducerState(
                         topic=topic_response.name,
                         partition=partition.partition_index,
-                        producer_id=p.producer_id,
-                        producer_epoch=p.producer_epoch,
-                        coordinator_epoch=p.coordinator_epoch,
-                        last_sequence=p.last_sequence,
-                        last_timestamp=p.last_timestamp,
+                        **fields_of(
+                            p,
+                            "producer_id",
+                            "producer_epoch",
+                            "coordinator_epoch",
+                            "last_sequence",
+                            "last_timestamp",
+                        ),
                         txn_start_offset=p.current_txn_start_offset,
                     )
                     for p in partition.active_producers

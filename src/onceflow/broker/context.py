@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from onceflow.broker.security.session import Session
-from onceflow.protocol.codec import RequestHeader, response_class
+from onceflow.protocol.codec import RequestHeader, element, response_class
 
 if TYPE_CHECKING:
     from onceflow.broker.core import BrokerCore
@@ -38,6 +38,14 @@ class RequestContext:
         cls = response_class(self.header.api_key, self.header.api_version)
         assert cls is not None
         return cls
+
+    def response_classes(self, *path: str) -> tuple[type, ...]:
+        """The response class, then the entity class held by each field along ``path``:
+        ``("topics", "partitions")`` gives the response, topic and partition classes."""
+        classes = [self.response_class]
+        for field_name in path:
+            classes.append(element(classes[-1], field_name))
+        return tuple(classes)
 
 
 @dataclass(slots=True)

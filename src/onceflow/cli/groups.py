@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from onceflow.cli.options import ClientSettings, cluster_options, json_option
-from onceflow.cli.output import print_json, print_table
+from onceflow.cli.output import print_json, print_rows, print_table
 
 
 @click.group("groups")
@@ -23,13 +23,11 @@ def list_command(client: ClientSettings, as_json: bool) -> None:
     """List the consumer groups with their state, member count and assignor."""
     from onceflow.admin.groups import list_groups
 
-    rows = list_groups(client.session())
-    if as_json:
-        print_json(rows)
-        return
-    print_table(
+    print_rows(
+        list_groups(client.session()),
+        as_json,
         ("group", "state", "members", "assignor", "kind"),
-        [(r.group, r.state, r.members, r.assignor, r.kind) for r in rows],
+        lambda r: (r.group, r.state, r.members, r.assignor, r.kind),
     )
 
 
@@ -77,14 +75,14 @@ def offsets_command(client: ClientSettings, as_json: bool, group: str) -> None:
     from onceflow.admin.groups import committed_offsets
 
     rows = committed_offsets(client.session(), group)
-    if as_json:
-        print_json(rows)
-        return
-    print_table(
+    print_rows(
+        rows,
+        as_json,
         ("topic", "partition", "committed", "log end", "lag", "metadata"),
-        [(r.topic, r.partition, r.committed, r.log_end, r.lag, r.metadata) for r in rows],
+        lambda r: (r.topic, r.partition, r.committed, r.log_end, r.lag, r.metadata),
     )
-    click.echo(f"total lag: {sum(row.lag or 0 for row in rows)}")
+    if not as_json:
+        click.echo(f"total lag: {sum(row.lag or 0 for row in rows)}")
 
 
 @groups_command.command("reset-offsets")

@@ -9,13 +9,14 @@ from __future__ import annotations
 import dataclasses
 import json
 import sys
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
 
 from rich.console import Console
 from rich.table import Table
 
 UNBOUNDED_WIDTH = 1_000_000
+Row = TypeVar("Row")
 
 
 def console(stderr: bool = False) -> Console:
@@ -37,6 +38,19 @@ def print_table(columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
     for row in rows:
         grid.add_row(*("-" if cell is None or cell == "" else str(cell) for cell in row))
     console().print(grid)
+
+
+def print_rows(
+    rows: Sequence[Row],
+    as_json: bool,
+    columns: Sequence[str],
+    cells: Callable[[Row], Sequence[Any]],
+) -> None:
+    """``rows`` as JSON, or as a table with a row of ``cells(row)`` each."""
+    if as_json:
+        print_json(rows)
+    else:
+        print_table(columns, [cells(row) for row in rows])
 
 
 def to_plain(value: Any) -> Any:

@@ -21,7 +21,7 @@ from onceflow.cli.options import (
     cluster_options,
     json_option,
 )
-from onceflow.cli.output import print_json, print_table
+from onceflow.cli.output import print_json, print_rows, print_table
 
 HELP = {
     "plan": "Show what migrate would change, as a diff; change nothing.",
@@ -89,25 +89,16 @@ def topics_command() -> None:
 def _make_command(name: str) -> click.Command:
     @_options
     def command(
-        client: ClientSettings,
-        file: Path,
-        env: str | None,
-        strict: bool,
-        detailed_exitcode: bool,
-        yes: bool,
-        lock_timeout: float,
+        client: ClientSettings, file: Path, detailed_exitcode: bool, **run_options: Any
     ) -> None:
         raise SystemExit(
             run_command(
                 name,
                 file,
                 client.bootstrap,
-                env=env,
-                strict=strict,
-                detailed_exitcode=detailed_exitcode,
-                yes=yes,
-                lock_timeout=lock_timeout,
+                detailed_exitcode,
                 client_config=client.extra,
+                **run_options,
             )
         )
 
@@ -116,20 +107,13 @@ def _make_command(name: str) -> click.Command:
 
 
 def run_command(
-    name: str,
-    file: Path,
-    bootstrap: str,
-    *,
-    env: str | None = None,
-    strict: bool = False,
-    detailed_exitcode: bool = False,
-    yes: bool = False,
-    lock_timeout: float = 30.0,
-    client_config: dict[str, str] | None = None,
-    console: Console | None = None,
-    errors: Console | None = None,
+    name: str, file: Path, bootstrap: str, detailed_exitcode: bool, **run_options: Any
 ) -> int:
-    """Run one command, print its plan and outcome; return the exit code."""
+    """Run one command, print its plan and outcome; return the exit code.
+
+    ``run_options`` are ``onceflow.topics.run``'s keyword arguments: ``env``, ``strict``,
+    ``yes``, ``lock_timeout``, ``client_config``.
+    """
     from onceflow.topics import (
         ClusterUnreachable,
         ConfirmationRequired,
@@ -141,8 +125,9 @@ def run_command(
     from onceflow.topics.lock import describe_holder
     from onceflow.topics.plan import render
 
-    console = console or Console(soft_wrap=True)
-    errors = errors or Console(stderr=True, soft_wrap=True)
+    console = Console(soft_wrap=True)
+    errors = Console(stderr=True, soft_wrap=True)
+    lock_timeout = run_options["lock_timeout"]
 
     def on_wait(holder: dict[str, Any] | None) -> None:
         errors.print(
@@ -155,11 +140,7 @@ def run_command(
             name,
             file,
             bootstrap,
-            env=env,
-            strict=strict,
-            yes=yes,
-            lock_timeout=lock_timeout,
-            client_config=client_config,
+            **run_options,
             on_plan=lambda plan: render(plan, console),
             on_lock_wait=on_wait,
         )
@@ -199,13 +180,11 @@ def list_command(client: ClientSettings, as_json: bool, internal: bool) -> None:
     """List the cluster's topics with their partitions and replication factor."""
     from onceflow.admin.topics import list_topics
 
-    rows = list_topics(client.session(), internal)
-    if as_json:
-        print_json(rows)
-        return
-    print_table(
+    print_rows(
+        list_topics(client.session(), internal),
+        as_json,
         ("topic", "partitions", "replication factor"),
-        [(r.name, r.partitions, r.replication_factor) for r in rows],
+        lambda r: (r.name, r.partitions, r.replication_factor),
     )
 
 

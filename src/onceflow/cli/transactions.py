@@ -6,7 +6,7 @@ import click
 
 from onceflow.admin.errors import NotFound
 from onceflow.cli.options import ClientSettings, cluster_options, json_option
-from onceflow.cli.output import print_json, print_table
+from onceflow.cli.output import print_json, print_rows, print_table
 from onceflow.clock import now_ms
 
 
@@ -32,13 +32,11 @@ def list_command(client: ClientSettings, as_json: bool, states: tuple[str, ...])
     """List transactional ids with their producer id, state and coordinator."""
     from onceflow.admin.transactions import list_transactions
 
-    rows = list_transactions(client.session(), states)
-    if as_json:
-        print_json(rows)
-        return
-    print_table(
+    print_rows(
+        list_transactions(client.session(), states),
+        as_json,
         ("transactional.id", "producer id", "state", "coordinator"),
-        [(r.transactional_id, r.producer_id, r.state, r.coordinator) for r in rows],
+        lambda r: (r.transactional_id, r.producer_id, r.state, r.coordinator),
     )
 
 
@@ -193,11 +191,10 @@ def find_hanging_command(
         )
     except ValueError as error:
         raise click.UsageError(str(error)) from None
-    if as_json:
-        print_json(rows)
-        return
     now = now_ms()
-    print_table(
+    print_rows(
+        rows,
+        as_json,
         (
             "topic",
             "partition",
@@ -208,19 +205,16 @@ def find_hanging_command(
             "last timestamp",
             "duration (min)",
         ),
-        [
-            (
-                r.topic,
-                r.partition,
-                r.producer_id,
-                r.producer_epoch,
-                r.coordinator_epoch,
-                r.txn_start_offset,
-                r.last_timestamp,
-                (now - r.last_timestamp) // 60_000,
-            )
-            for r in rows
-        ],
+        lambda r: (
+            r.topic,
+            r.partition,
+            r.producer_id,
+            r.producer_epoch,
+            r.coordinator_epoch,
+            r.txn_start_offset,
+            r.last_timestamp,
+            (now - r.last_timestamp) // 60_000,
+        ),
     )
 
 

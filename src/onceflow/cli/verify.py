@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -60,19 +61,8 @@ from onceflow.cli.options import (
 def verify_command(
     client: ClientSettings,
     input_topics: tuple[str, ...],
-    output_topic: str | None,
-    database_url: str | None,
-    table: str | None,
-    query: str | None,
-    order_by: str | None,
-    dead_letter_topic: str | None,
-    id_field: str,
-    key_field: str | None,
-    output_id_field: str | None,
-    output_key_field: str | None,
-    abort_marker: str | None,
     json_path: Path | None,
-    timeout: float,
+    **audit: Any,
 ) -> None:
     """Audit outputs against the input topics: missing, duplicated, reordered per key,
     aborted data visible.
@@ -85,22 +75,8 @@ def verify_command(
 
     client.session().check()  # an unreachable cluster: one line and exit 2, at once
     try:
-        report = run_verify(
-            client.conf,
-            input_topics,
-            id_field=id_field,
-            key_field=key_field,
-            output_topic=output_topic,
-            database_url=database_url,
-            table=table,
-            query=query,
-            order_by=order_by,
-            output_id_field=output_id_field,
-            output_key_field=output_key_field,
-            abort_marker=abort_marker,
-            dead_letter_topic=dead_letter_topic,
-            timeout=timeout,
-        )
+        # The other options are run_verify's keyword arguments, under the same names.
+        report = run_verify(client.conf, input_topics, **audit)
     except (SourceError, ValueError) as error:
         click.echo(f"error: {error}", err=True)
         raise SystemExit(EXIT_UNAVAILABLE) from None

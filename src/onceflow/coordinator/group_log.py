@@ -82,12 +82,7 @@ class GroupLog:
     def group_record(self, group: Group, assignments: dict[str, bytes] | None = None) -> KeyValue:
         members = [
             MemberRecord(
-                member.member_id,
-                member.group_instance_id,
-                member.client_id,
-                member.client_host,
-                member.rebalance_timeout_ms,
-                member.session_timeout_ms,
+                *member.joined(),
                 member.metadata_for(group.protocol_name),
                 (assignments or {}).get(member.member_id, member.assignment),
             )

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from onceflow.coordinator.group_records import subscribed_topics
+from onceflow.coordinator.group_records import JoinedMember, subscribed_topics
 from onceflow.protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
@@ -88,13 +88,7 @@ class CommittedOffset:
 
 
 @dataclass(eq=False, slots=True)
-class Member:
-    member_id: str
-    group_instance_id: str | None
-    client_id: str
-    client_host: str
-    rebalance_timeout_ms: int
-    session_timeout_ms: int
+class Member(JoinedMember):
     protocol_type: str
     protocols: list[tuple[str, bytes]]  # in the member's order of preference
     assignment: bytes = b""
@@ -129,17 +123,19 @@ class Member:
 
     def answer_join(self, result: JoinResult) -> bool:
         future, self.join_future = self.join_future, None
-        if future is not None and not future.done():
-            future.set_result(result)
-            return True
-        return False
+        return _answer(future, result)
 
     def answer_sync(self, result: SyncResult) -> bool:
         future, self.sync_future = self.sync_future, None
-        if future is not None and not future.done():
-            future.set_result(result)
-            return True
+        return _answer(future, result)
+
+
+def _answer(future: asyncio.Future | None, result: object) -> bool:
+    """Resolve a waiting JoinGroup or SyncGroup; False if none was waiting."""
+    if future is None or future.done():
         return False
+    future.set_result(result)
+    return True
 
 
 class Group:

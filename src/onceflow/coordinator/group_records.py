@@ -10,7 +10,7 @@ topic and vice versa. A record with a null value is a tombstone (offset or group
 from __future__ import annotations
 
 import struct
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 
 OFFSET_KEY_VERSION = 1
 GROUP_KEY_VERSION = 2
@@ -134,11 +134,17 @@ def offset_value(value: OffsetValue) -> bytes:
     )
 
 
-def parse_offset_value(data: bytes) -> OffsetValue:
+def _value_reader(data: bytes, what: str) -> tuple[_Reader, int]:
+    """A reader past the version of a value record, and that version (0 to 3 for both)."""
     reader = _Reader(data)
     version = reader.i16()
     if version not in (0, 1, 2, 3):
-        raise RecordFormatError(f"unknown offset commit value version {version}")
+        raise RecordFormatError(f"unknown {what} value version {version}")
+    return reader, version
+
+
+def parse_offset_value(data: bytes) -> OffsetValue:
+    reader, version = _value_reader(data, "offset commit")
     offset = reader.i64()
     leader_epoch = reader.i32() if version >= 3 else NO_LEADER_EPOCH
     metadata = reader.string()
@@ -149,14 +155,25 @@ def parse_offset_value(data: bytes) -> OffsetValue:
 # -- group metadata values --------------------------------------------------------------
 
 
-@dataclass(slots=True)
-class MemberRecord:
+@dataclass(eq=False, slots=True)
+class JoinedMember:
+    """What a classic member gave of itself when it joined: kept by the group in memory
+    (``group_metadata.Member``) and in its record (``MemberRecord``)."""
+
     member_id: str
     group_instance_id: str | None
     client_id: str
     client_host: str
     rebalance_timeout_ms: int
     session_timeout_ms: int
+
+    def joined(self) -> tuple:
+        """These fields in order, to build the other kind of member from."""
+        return tuple(getattr(self, f.name) for f in fields(JoinedMember))
+
+
+@dataclass(slots=True)
+class MemberRecord(JoinedMember):
     subscription: bytes
     assignment: bytes
 
@@ -196,10 +213,7 @@ def group_value(value: GroupValue) -> bytes:
 
 
 def parse_group_value(data: bytes) -> GroupValue:
-    reader = _Reader(data)
-    version = reader.i16()
-    if version not in (0, 1, 2, 3):
-        raise RecordFormatError(f"unknown group metadata value version {version}")
+    reader, version = _value_reader(data, "group metadata")
     protocol_type = reader.string()
     generation_id = reader.i32()
     protocol_name = reader.nullable_string()

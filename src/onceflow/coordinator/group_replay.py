@@ -113,12 +113,7 @@ class GroupReplay:
         for record in value.members:
             group.add(
                 Member(
-                    record.member_id,
-                    record.group_instance_id,
-                    record.client_id,
-                    record.client_host,
-                    record.rebalance_timeout_ms,
-                    record.session_timeout_ms,
+                    *record.joined(),
                     value.protocol_type,
                     [(value.protocol_name or "", record.subscription)],
                     assignment=record.assignment,

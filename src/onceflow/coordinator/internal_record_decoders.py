@@ -12,7 +12,9 @@
 from __future__ import annotations
 
 import base64
+import functools
 import struct
+from collections.abc import Callable
 from typing import Any
 
 from onceflow.coordinator.group_records import (
@@ -28,7 +30,7 @@ from onceflow.coordinator.group_records import (
     subscribed_topics,
 )
 from onceflow.coordinator.transaction_metadata import TransactionMetadata
-from onceflow.log.record_decoders import compact_json
+from onceflow.log.record_decoders import RecordDecoder, compact_json
 
 TOMBSTONE = "<DELETE>"  # Kafka's word for a record with a null value in these topics
 CONSUMER_PROTOCOL = "consumer"
@@ -37,11 +39,23 @@ CONSUMER_PROTOCOL = "consumer"
 # -- __consumer_offsets -----------------------------------------------------------------
 
 
-def decode_consumer_offsets(
-    offset: int, key: bytes | None, value: bytes | None
-) -> tuple[str | None, str | None]:
-    if key is None:
-        return f"Error at offset {offset}, skipping. The record has no key.", None
+Decoded = tuple[str | None, str | None]
+
+
+def _keyed(decode: Callable[[int, bytes, bytes | None], Decoded]) -> RecordDecoder:
+    """A decoder for records that must have a key: without one, Kafka's error line."""
+
+    @functools.wraps(decode)
+    def decoder(offset: int, key: bytes | None, value: bytes | None) -> Decoded:
+        if key is None:
+            return f"Error at offset {offset}, skipping. The record has no key.", None
+        return decode(offset, key, value)
+
+    return decoder
+
+
+@_keyed
+def decode_consumer_offsets(offset: int, key: bytes, value: bytes | None) -> Decoded:
     try:
         parsed_key = parse_key(key)
         key_version = struct.unpack_from(">h", key)[0]
@@ -116,11 +130,8 @@ def member_fields(member: MemberRecord, consumer_protocol: bool) -> dict[str, An
 # -- __transaction_state ----------------------------------------------------------------
 
 
-def decode_transaction_log(
-    offset: int, key: bytes | None, value: bytes | None
-) -> tuple[str | None, str | None]:
-    if key is None:
-        return f"Error at offset {offset}, skipping. The record has no key.", None
+@_keyed
+def decode_transaction_log(offset: int, key: bytes, value: bytes | None) -> Decoded:
     try:
         transactional_id = key.decode()
         key_text = compact_json({"transactionalId": transactional_id})

@@ -379,29 +379,34 @@ def partial_entry_line(data: bytes, entry: struct.Struct, path: Path) -> Iterato
         )
 
 
-def dump_offset_index(path: Path, _options: DumpOptions) -> Iterator[DumpLine]:
-    """``offset: N position: N`` per entry, offsets made absolute as Kafka prints them."""
+def dump_index(
+    path: Path, entry: struct.Struct, relative_at: int, describe: Callable[[int, tuple], str]
+) -> Iterator[DumpLine]:
+    """``describe(base_offset, entry)`` per entry of an offset or time index, whose relative
+    offset is field ``relative_at``."""
     data = read_file(path)
     base_offset = base_offset_of(path) or 0
     if not data:
         yield DumpLine(f"{path} is empty.")
-    for number, (relative, position) in enumerate(fixed_entries(data, OFFSET_ENTRY)):
-        if number > 0 and relative == 0:
+    for number, values in enumerate(fixed_entries(data, entry)):
+        if number > 0 and values[relative_at] == 0:
             break  # zeroed space after the last entry (a preallocated index), as in Kafka
-        yield DumpLine(f"offset: {base_offset + relative} position: {position}")
-    yield from partial_entry_line(data, OFFSET_ENTRY, path)
+        yield DumpLine(describe(base_offset, values))
+    yield from partial_entry_line(data, entry, path)
+
+
+def dump_offset_index(path: Path, _options: DumpOptions) -> Iterator[DumpLine]:
+    """``offset: N position: N`` per entry, offsets made absolute as Kafka prints them."""
+    yield from dump_index(
+        path, OFFSET_ENTRY, 0, lambda base, e: f"offset: {base + e[0]} position: {e[1]}"
+    )
 
 
 def dump_time_index(path: Path, _options: DumpOptions) -> Iterator[DumpLine]:
-    data = read_file(path)
-    base_offset = base_offset_of(path) or 0
-    if not data:
-        yield DumpLine(f"{path} is empty.")
-    for number, (timestamp, relative) in enumerate(fixed_entries(data, TIME_ENTRY)):
-        if number > 0 and relative == 0:
-            break
-        yield DumpLine(f"timestamp: {timestamp} offset: {base_offset + relative}")
-    yield from partial_entry_line(data, TIME_ENTRY, path)
+    """``timestamp: N offset: N`` per entry."""
+    yield from dump_index(
+        path, TIME_ENTRY, 1, lambda base, e: f"timestamp: {e[0]} offset: {base + e[1]}"
+    )
 
 
 def dump_txn_index(path: Path, _options: DumpOptions) -> Iterator[DumpLine]:

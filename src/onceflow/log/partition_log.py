@@ -22,7 +22,7 @@ from pathlib import Path
 
 from onceflow.clock import now_ms
 from onceflow.config import TopicConfig
-from onceflow.log import retention, segment_reads, timestamp_lookup
+from onceflow.log import retention
 from onceflow.log.batch import (
     ATTR_TRANSACTIONAL,
     CONTROL_ABORT,
@@ -38,6 +38,7 @@ from onceflow.log.batch import (
 )
 from onceflow.log.durability import sync_directory, write_atomically
 from onceflow.log.durable_offsets import DurableWaiters, SyncPoint, SyncTarget
+from onceflow.log.partition_reads import PartitionReads, base_offset
 from onceflow.log.producer_state import (
     BatchMetadata,
     CompletedTxn,
@@ -64,20 +65,7 @@ class AppendResult:
     duplicate: bool = False
 
 
-@dataclass(slots=True)
-class ReadResult:
-    records: bytes
-    high_watermark: int
-    last_stable_offset: int
-    log_start_offset: int
-    aborted: list[AbortedTxn] | None
-
-
-def _base_offset(segment: LogSegment) -> int:
-    return segment.base_offset
-
-
-class PartitionLog:
+class PartitionLog(PartitionReads):
     def __init__(
         self,
         directory: Path,
@@ -456,7 +444,7 @@ class PartitionLog:
             )
         self._failing = message
         try:
-            keep = bisect.bisect_right(self.segments, point.segment_base, key=_base_offset)
+            keep = bisect.bisect_right(self.segments, point.segment_base, key=base_offset)
             for segment in self.segments[keep:]:
                 segment.delete()
             del self.segments[keep:]
@@ -488,7 +476,7 @@ class PartitionLog:
         """
         return self.durable.wait(offset, storage_error(self.offline) if self.offline else None)
 
-    # -- reading --------------------------------------------------------------------------
+    # -- waiting for new data -------------------------------------------------------------
 
     def new_data_waiter(self) -> asyncio.Future[None]:
         future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
@@ -507,67 +495,8 @@ class PartitionLog:
                 future.set_result(None)
 
     def _segment_for(self, offset: int) -> LogSegment:
-        index = bisect.bisect_right(self.segments, offset, key=_base_offset) - 1
+        index = bisect.bisect_right(self.segments, offset, key=base_offset) - 1
         return self.segments[max(index, 0)]
-
-    def read(self, offset: int, max_bytes: int, read_committed: bool) -> ReadResult:
-        self._check_online()
-        high_watermark = self.high_watermark
-        stable = self.last_stable_offset
-        if offset < self.log_start_offset or offset > self.log_end_offset:
-            raise KafkaError(
-                ErrorCode.offset_out_of_range,
-                f"offset {offset} is outside [{self.log_start_offset}, {self.log_end_offset}]",
-            )
-        upper = stable if read_committed else high_watermark
-        records = b""
-        end_offset = offset
-        if offset < upper:
-            records, end_offset = self._read_range(offset, upper, max_bytes)
-        aborted = None
-        if read_committed:
-            aborted = self.aborted_between(offset, end_offset) if records else []
-        return ReadResult(records, high_watermark, stable, self.log_start_offset, aborted)
-
-    def _read_range(self, offset: int, upper: int, max_bytes: int) -> tuple[bytes, int]:
-        """The batches from ``offset`` below ``upper`` (at least one, up to ``max_bytes``)
-        and the offset after them; a damaged batch takes the partition offline."""
-        start = max(bisect.bisect_right(self.segments, offset, key=_base_offset) - 1, 0)
-        found = segment_reads.read_range(self.segments[start:], offset, upper, max_bytes)
-        if found is None:
-            return b"", offset
-        segment, position, data, end_offset = found
-        damage = segment_reads.first_damage(data)
-        if damage is None:
-            return data, end_offset
-        problem, at = damage
-        self._go_offline(
-            f"{problem} ({segment.log_path}, byte {position + at}) found while serving a "
-            "fetch: acknowledged data is damaged. Check it with 'onceflow log check'"
-        )
-        raise storage_error(f"partition {self.name} is offline: {self.offline}")
-
-    def aborted_between(self, start: int, end: int) -> list[AbortedTxn]:
-        """Aborted transactions overlapping the offsets [start, end)."""
-        keys = [txn.last_offset for txn in self.aborted]
-        first = bisect.bisect_left(keys, start)
-        return [txn for txn in self.aborted[first:] if txn.first_offset < end]
-
-    def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
-        self._check_online()
-        return timestamp_lookup.offset_for_timestamp(
-            self.segments, self.log_start_offset, timestamp
-        )
-
-    def legacy_offsets_before(self, timestamp: int, max_count: int) -> list[int]:
-        self._check_online()
-        return timestamp_lookup.legacy_offsets_before(
-            self.segments, self.log_start_offset, self.log_end_offset, timestamp, max_count
-        )
-
-    def offset_of_max_timestamp(self) -> tuple[int, int]:
-        self._check_online()
-        return timestamp_lookup.offset_of_max_timestamp(self.segments)
 
     def delete_records_before(self, offset: int) -> int:
         self._check_online()

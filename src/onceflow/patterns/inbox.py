@@ -20,7 +20,8 @@ from __future__ import annotations
 
 import logging
 
-from onceflow.db import Database, Transaction
+from onceflow.db import Transaction
+from onceflow.patterns.group_table import GroupTable
 
 DEFAULT_TABLE = "onceflow_inbox"
 STEPS = ("after_begin", "after_insert_event_id", "after_work", "before_db_commit",
@@ -29,26 +30,20 @@ STEPS = ("after_begin", "after_insert_event_id", "after_work", "before_db_commit
 log = logging.getLogger(__name__)
 
 
-class Inbox:
+class Inbox(GroupTable):
     """Processed event ids per consumer group."""
 
-    def __init__(self, db: Database, consumer_group: str, table: str = DEFAULT_TABLE) -> None:
-        self.db = db
-        self.group = consumer_group
-        self.table = table
+    default_table = DEFAULT_TABLE
 
-    def create_schema(self) -> None:
-        self.db.script(
-            [
-                f"CREATE TABLE IF NOT EXISTS {self.table} ("
-                " consumer_group TEXT NOT NULL,"
-                " event_id TEXT NOT NULL,"
-                f" received_at_ms BIGINT NOT NULL DEFAULT ({self.db.now_ms}),"
-                " PRIMARY KEY (consumer_group, event_id))",
-                f"CREATE INDEX IF NOT EXISTS {self.table}_received"
-                f" ON {self.table} (received_at_ms)",
-            ]
-        )
+    def schema(self) -> list[str]:
+        return [
+            self.create_table(
+                "event_id TEXT NOT NULL",
+                f"received_at_ms BIGINT NOT NULL DEFAULT ({self.db.now_ms})",
+                "PRIMARY KEY (consumer_group, event_id)",
+            ),
+            f"CREATE INDEX IF NOT EXISTS {self.table}_received ON {self.table} (received_at_ms)",
+        ]
 
     def claim(self, tx: Transaction, event_id: str) -> bool:
         """Record ``event_id`` in this transaction; False when it was already processed."""

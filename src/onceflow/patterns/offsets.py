@@ -28,7 +28,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from onceflow.db import Database, DatabaseError, Transaction
+from onceflow.db import DatabaseError, Transaction
+from onceflow.patterns.group_table import GroupTable
 
 DEFAULT_TABLE = "onceflow_offsets"
 UNKNOWN = -1
@@ -67,25 +68,20 @@ class StartOffset:
         return self.database != self.kafka
 
 
-class OffsetStore:
+class OffsetStore(GroupTable):
     """The per-partition offset rows of one consumer group."""
 
-    def __init__(self, db: Database, consumer_group: str, table: str = DEFAULT_TABLE) -> None:
-        self.db = db
-        self.group = consumer_group
-        self.table = table
+    default_table = DEFAULT_TABLE
 
-    def create_schema(self) -> None:
-        self.db.script(
-            [
-                f"CREATE TABLE IF NOT EXISTS {self.table} ("
-                " consumer_group TEXT NOT NULL,"
-                " topic TEXT NOT NULL,"
-                " partition INTEGER NOT NULL,"
-                f" next_offset BIGINT NOT NULL DEFAULT {UNKNOWN},"
-                " PRIMARY KEY (consumer_group, topic, partition))"
-            ]
-        )
+    def schema(self) -> list[str]:
+        return [
+            self.create_table(
+                "topic TEXT NOT NULL",
+                "partition INTEGER NOT NULL",
+                f"next_offset BIGINT NOT NULL DEFAULT {UNKNOWN}",
+                "PRIMARY KEY (consumer_group, topic, partition)",
+            )
+        ]
 
     def ensure_rows(self, partitions: Iterable[tuple[str, int]]) -> None:
         """Create the missing rows (next_offset unknown) so every partition can be locked."""

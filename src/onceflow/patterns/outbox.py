@@ -80,14 +80,8 @@ class Outbox:
         self.db = db
         self.table = table
         self.shards = shards
-
-    @property
-    def shard_table(self) -> str:
-        return f"{self.table}_shards"
-
-    @property
-    def lease_table(self) -> str:
-        return f"{self.table}_lease"
+        self.shard_table = f"{table}_shards"
+        self.lease_table = f"{table}_lease"
 
     def create_schema(self) -> None:
         db = self.db

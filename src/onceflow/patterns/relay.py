@@ -35,6 +35,7 @@ from onceflow.crash_points import NO_CRASHES, CrashPoints
 from onceflow.db import Database, Transaction
 from onceflow.patterns.outbox import ID_HEADER, Outbox, OutboxRow
 from onceflow.patterns.transactional import TRANSACTIONAL_PRODUCER_DEFAULTS
+from onceflow.producing import produce_waiting
 
 STEPS = (
     "after_claim",
@@ -212,15 +213,10 @@ class Relay:
         try:
             for row in rows:
                 headers = [*row.headers, (ID_HEADER, str(row.id).encode())]
-                while True:
-                    try:
-                        self.producer.produce(
-                            row.topic, value=row.value, key=row.key, headers=headers,
-                            on_delivery=report,
-                        )  # fmt: skip
-                        break
-                    except BufferError:  # local queue full: serve callbacks and retry
-                        self.producer.poll(0.05)
+                produce_waiting(
+                    self.producer, row.topic, value=row.value, key=row.key, headers=headers,
+                    on_delivery=report,
+                )  # fmt: skip
             self.crash.reached("after_produce")
             timeout = max(self.config.lease_ttl_ms / 2000, 5.0)
             if transactional:

@@ -29,16 +29,12 @@ import threading
 import time
 from collections import defaultdict
 from collections.abc import Callable, Sequence
-from typing import Any
 
 from confluent_kafka import (
-    OFFSET_BEGINNING,
-    OFFSET_END,
     Consumer,
     KafkaError,
     KafkaException,
     Message,
-    Producer,
     TopicPartition,
 )
 
@@ -47,7 +43,6 @@ from onceflow.db import (
     ConfigurationError,
     Database,
     DatabaseError,
-    LockTimeout,
     Transaction,
     connect,
 )
@@ -57,7 +52,9 @@ from onceflow.patterns.offsets import OffsetStore, PartitionRevoked
 from onceflow.patterns.outbox import Outbox
 from onceflow.patterns.records import DecodeError, Record, dead_letter_headers
 from onceflow.patterns.runner_config import RunnerConfig
+from onceflow.patterns.runner_output import BatchOutput
 from onceflow.patterns.runner_progress import Progress, RunStats
+from onceflow.patterns.starting_offsets import StartingOffsets
 from onceflow.patterns.transactional import (
     KafkaTransaction,
     ProducerFenced,
@@ -98,7 +95,7 @@ class Context:
         key: bytes | str | None = None,
         headers: Sequence[tuple[str, bytes | None]] | None = None,
     ) -> None:
-        self._runner._produce(self.tx, topic, value, key, headers)
+        self._runner.output.produce(self.tx, topic, value, key, headers)
 
 
 class Runner:
@@ -122,11 +119,10 @@ class Runner:
         self.db: Database | None = None
         self.offsets: OffsetStore | None = None
         self.inbox: Inbox | None = None
-        self.outbox: Outbox | None = None
         self.txn: KafkaTransaction | None = None
-        self._producer: Producer | None = None
-        self._produce_errors: list[str] = []
+        self.output = BatchOutput(config.bootstrap_servers, config.producer_config)
         self.consumer: Consumer | None = None
+        self._starts: StartingOffsets | None = None
 
     # -- setup ------------------------------------------------------------------------
 
@@ -146,11 +142,12 @@ class Runner:
                 self.inbox = Inbox(self.db, c.group_id, c.inbox_table)
                 self.inbox.create_schema()
             if c.outbox:
-                self.outbox = Outbox(self.db, c.outbox_table)
-                self.outbox.create_schema()
+                self.output.outbox = Outbox(self.db, c.outbox_table)
+                self.output.outbox.create_schema()
         if self.plan.uses_kafka_transactions:
             assert c.transactional_id is not None
             self.txn = KafkaTransaction(c.bootstrap_servers, c.transactional_id, c.producer_config)
+            self.output.txn = self.txn
         self.consumer = Consumer(
             {
                 "bootstrap.servers": c.bootstrap_servers,
@@ -164,6 +161,7 @@ class Runner:
                 "enable.partition.eof": True,  # tells when the Runner has caught up
             }
         )
+        self._starts = StartingOffsets(self.consumer, c, self.offsets, self.crash)
         if c.assign:
             self._assign_manually()
         else:
@@ -177,19 +175,6 @@ class Runner:
                 on_lost=self._on_revoke,
             )
 
-    def _direct_producer(self) -> Producer:
-        if self._producer is None:
-            self._producer = Producer(
-                {
-                    "bootstrap.servers": self.config.bootstrap_servers,
-                    "enable.idempotence": True,
-                    "acks": "all",
-                    "linger.ms": 5,
-                    **self.config.producer_config,
-                }
-            )
-        return self._producer
-
     def _assign_manually(self) -> None:
         assert self.consumer is not None
         if isinstance(self.config.assign, bool):
@@ -201,7 +186,8 @@ class Runner:
                 partitions += [(topic, p) for p in sorted(metadata.partitions)]
         else:
             partitions = list(self.config.assign)
-        assignment = self._starting_assignment(partitions)
+        assert self._starts is not None
+        assignment = self._starts.assignment(partitions)
         self.progress.assigned(partitions)
         self.consumer.assign(assignment)
 
@@ -210,7 +196,8 @@ class Runner:
         self.progress.assigned(tps)
         if self.offsets is None:
             return
-        assignment = self._starting_assignment(tps)
+        assert self._starts is not None
+        assignment = self._starts.assignment(tps)
         strategy = str(self.config.consumer_config.get("partition.assignment.strategy", ""))
         if "cooperative" in strategy:
             consumer.incremental_assign(assignment)
@@ -221,64 +208,6 @@ class Runner:
         self.progress.revoked((tp.topic, tp.partition) for tp in partitions)
         for tp in partitions:
             self._paused.pop((tp.topic, tp.partition), None)
-
-    def _starting_assignment(self, partitions: list[TP]) -> list[TopicPartition]:
-        """db_offsets steps 1-2: start at max(database, Kafka) per partition."""
-        if self.offsets is None:
-            committed = self._kafka_committed(partitions)
-            return [
-                TopicPartition(t, p, self._or_reset(committed.get((t, p)))) for t, p in partitions
-            ]
-        deadline = time.monotonic() + self.config.max_poll_interval_ms / 2000
-        while True:  # block (bounded) until the previous owner's transaction has ended
-            try:
-                starts = self.offsets.start_offsets(
-                    partitions,
-                    self._kafka_committed,
-                    on_locked=lambda: self.crash.reached("after_lock_assignment"),
-                )
-                break
-            except LockTimeout:
-                if time.monotonic() > deadline:
-                    raise
-                log.info("partition rows still locked by the previous owner; waiting")
-        assignment = []
-        for start in starts:
-            offset = start.offset
-            if start.mismatch and offset is not None:
-                log.info(
-                    "%s[%d]: database offset %s, Kafka offset %s: seeking to %d",
-                    start.topic, start.partition, start.database, start.kafka, offset,
-                )  # fmt: skip
-            assignment.append(TopicPartition(start.topic, start.partition, self._or_reset(offset)))
-        self.crash.reached("after_seek")
-        return assignment
-
-    def _or_reset(self, offset: int | None) -> int:
-        """An explicit start offset: the known one, else auto.offset.reset's end.
-
-        Never OFFSET_STORED: the committed offset was already asked for (and librdkafka
-        2.x crashes on assign() with stored offsets when the broker has no group
-        coordinator).
-        """
-        if offset is not None:
-            return offset
-        reset = str(self.config.consumer_config.get("auto.offset.reset", "earliest")).lower()
-        return OFFSET_END if reset in ("latest", "largest", "end") else OFFSET_BEGINNING
-
-    def _kafka_committed(self, partitions: list[TP]) -> dict[TP, int | None]:
-        assert self.consumer is not None
-        try:
-            committed = self.consumer.committed(
-                [TopicPartition(t, p) for t, p in partitions],
-                timeout=self.config.committed_timeout_s,
-            )
-        except KafkaException as error:
-            log.warning("cannot read Kafka committed offsets (using the database's): %s", error)
-            return dict.fromkeys(partitions)
-        return {
-            (tp.topic, tp.partition): (tp.offset if tp.offset >= 0 else None) for tp in committed
-        }
 
     # -- running ----------------------------------------------------------------------
 
@@ -360,12 +289,12 @@ class Runner:
                 with self.db.transaction() as tx:
                     self.crash.reached("after_begin")
                     self._handle_all(messages, tx)
-                    self._flush_direct()  # the article's "produce" precedes the DB commit
+                    self.output.flush_direct()  # the article's "produce" precedes the DB commit
                     self.crash.reached("before_db_commit")
                 self.crash.reached("after_db_commit")
             else:
                 self._handle_all(messages, None)
-                self._flush_direct()
+                self.output.flush_direct()
             self.crash.reached("after_produce")
         except DatabaseError as error:
             self._database_trouble(messages, error)
@@ -394,7 +323,7 @@ class Runner:
                 self.crash.reached("after_work")
                 self.offsets.store(tx, *tp, fresh[-1].offset() + 1)
                 self.crash.reached("after_store_offset")
-                self._flush_direct()
+                self.output.flush_direct()
                 if tp not in self.progress.owned:
                     raise PartitionRevoked(f"{tp[0]}[{tp[1]}] revoked during the batch")
                 self.crash.reached("before_db_commit")
@@ -486,55 +415,12 @@ class Runner:
                 f"poison record {message.topic()}/{message.partition()}/{message.offset()}"
                 f" ({error}) and no dead_letter_topic configured"
             )
-        self._produce(
+        self.output.produce(
             tx, topic, message.value(), message.key(), dead_letter_headers(message, error)
         )
         self.stats.dead_lettered += 1
         log.warning("dead-lettered %s/%d/%d: %s", message.topic(), message.partition(),
                     message.offset(), error)  # fmt: skip
-
-    def _produce(
-        self,
-        tx: Transaction | None,
-        topic: str,
-        value: bytes | str | None,
-        key: bytes | str | None,
-        headers: Sequence[tuple[str, bytes | None]] | None,
-    ) -> None:
-        value = value.encode() if isinstance(value, str) else value
-        key = key.encode() if isinstance(key, str) else key
-        if self.txn is not None:
-            self.txn.produce(topic, value, key, headers)
-        elif self.outbox is not None:
-            if tx is None:
-                raise ConfigurationError("outbox produce needs the database transaction")
-            self.outbox.add(tx, topic, key, value, headers)
-        else:
-            producer = self._direct_producer()
-
-            def report(error: Any, _message: Any) -> None:
-                if error is not None:
-                    self._produce_errors.append(str(error))
-
-            kwargs: dict[str, Any] = {"value": value, "key": key, "on_delivery": report}
-            if headers:
-                kwargs["headers"] = list(headers)
-            while True:
-                try:
-                    producer.produce(topic, **kwargs)
-                    break
-                except BufferError:
-                    producer.poll(0.05)
-
-    def _flush_direct(self) -> None:
-        if self._producer is None:
-            return
-        remaining = self._producer.flush(30)
-        errors, self._produce_errors = self._produce_errors, []
-        if remaining or errors:
-            raise DatabaseError(  # rolls the batch back; it will be processed again
-                f"producing failed ({remaining} unacknowledged, errors: {errors[:3]})"
-            )
 
     # -- offsets, errors --------------------------------------------------------------
 
@@ -609,9 +495,6 @@ class Runner:
                 self.consumer.close()
             except Exception as error:  # already closed / broker gone: nothing to lose
                 log.debug("consumer close: %s", error)
-        if self.txn is not None:
-            self.txn.close()
-        if self._producer is not None:
-            self._producer.flush(10)
+        self.output.close()
         if self.db is not None:
             self.db.close()

@@ -26,6 +26,8 @@ from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
 
+from onceflow.producing import produce_waiting
+
 STEPS = ("after_consume", "after_begin", "after_produce", "after_send_offsets",
          "after_kafka_commit")  # fmt: skip
 
@@ -123,12 +125,7 @@ class KafkaTransaction:
             kwargs["headers"] = list(headers)
         if partition is not None:
             kwargs["partition"] = partition
-        while True:
-            try:
-                self.producer.produce(topic, **kwargs)
-                return
-            except BufferError:
-                self.producer.poll(0.05)
+        produce_waiting(self.producer, topic, **kwargs)
 
     def send_offsets(self, consumer: Consumer, offsets: dict[tuple[str, int], int]) -> None:
         self.producer.send_offsets_to_transaction(

@@ -32,6 +32,7 @@ from kio.static.constants import EntityType
 from kio.static.primitive import i32
 
 API_VERSIONS_KEY = 18
+NO_THROTTLE = datetime.timedelta(0)  # the broker never throttles
 log = logging.getLogger(__name__)
 HEADER_PREFIX = struct.Struct(">hhi")
 
@@ -205,6 +206,12 @@ def element(cls: type, field_name: str) -> type:
             if dataclasses.is_dataclass(inner):
                 return inner
     raise TypeError(f"{cls.__name__}.{field_name} holds no entity")
+
+
+def fields_of(source: object, *names: str) -> dict[str, Any]:
+    """``source``'s attributes ``names``, as keyword arguments for an entity whose fields
+    are named the same."""
+    return {name: getattr(source, name) for name in names}
 
 
 def build(cls: type, **values: Any) -> Any:

@@ -43,6 +43,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from onceflow.producing import produce_waiting
+
 COMMITTED = "committed"
 ABORTED = "aborted"
 INDETERMINATE = "indeterminate"
@@ -340,12 +342,7 @@ def _run_producer(
         try:
             producer.begin_transaction()
             for partition, value in writes:
-                while True:
-                    try:
-                        producer.produce(config.topic, value=value.encode(), partition=partition)
-                        break
-                    except BufferError:
-                        producer.poll(0.05)
+                produce_waiting(producer, config.topic, value=value.encode(), partition=partition)
             producer.poll(0)
             if wants_abort:
                 producer.abort_transaction(15)

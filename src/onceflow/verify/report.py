@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 MISSING = "missing"
@@ -36,15 +36,7 @@ class Anomaly:
     detail: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "kind": self.kind,
-            "sink": self.sink,
-            "id": self.id,
-            "key": self.key,
-            "partition": self.partition,
-            "offset": self.offset,
-            "detail": self.detail,
-        }
+        return asdict(self)
 
 
 @dataclass(frozen=True, slots=True)

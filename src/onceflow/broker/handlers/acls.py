@@ -7,9 +7,8 @@ authorizer (``authorizer.class.name`` empty) all three answer SECURITY_DISABLED.
 
 from __future__ import annotations
 
-import datetime
 from itertools import groupby
-from typing import Any
+from typing import Any, TypeVar
 
 from onceflow.broker.context import RequestContext
 from onceflow.broker.registry import handles
@@ -23,10 +22,10 @@ from onceflow.broker.security.acl_model import (
     Permission,
     ResourceType,
 )
-from onceflow.protocol.codec import build, element
-from onceflow.protocol.errors import ErrorCode, KafkaError
+from onceflow.protocol.codec import NO_THROTTLE, build
+from onceflow.protocol.errors import NO_ERROR, ErrorCode, KafkaError
 
-NO_THROTTLE = datetime.timedelta(0)
+Acl = TypeVar("Acl", AclBinding, AclFilter)
 DISABLED = "No Authorizer is configured (authorizer.class.name)."
 
 
@@ -45,22 +44,50 @@ def _enum(kind: type, value: int) -> Any:
         return kind(0)  # UNKNOWN
 
 
-def _filter(entry: Any) -> AclFilter:
-    return AclFilter(
-        resource_type=_enum(ResourceType, entry.resource_type_filter),
-        resource_name=entry.resource_name_filter,
-        pattern_type=_enum(PatternType, entry.pattern_type_filter),
-        principal=entry.principal_filter,
-        host=entry.host_filter,
+# Where a request entry holds an ACL's resource type, name, pattern type, principal and host:
+# a creation names them plainly, a filter (DescribeAcls, DeleteAcls) with "_filter".
+CREATION_FIELDS = ("resource_type", "resource_name", "resource_pattern_type", "principal", "host")
+FILTER_FIELDS = (
+    "resource_type_filter",
+    "resource_name_filter",
+    "pattern_type_filter",
+    "principal_filter",
+    "host_filter",
+)
+
+
+def _from_request(kind: type[Acl], entry: Any, fields: tuple[str, ...]) -> Acl:
+    resource_type, resource_name, pattern_type, principal, host = (
+        getattr(entry, name) for name in fields
+    )
+    return kind(
+        resource_type=_enum(ResourceType, resource_type),
+        resource_name=resource_name,
+        pattern_type=_enum(PatternType, pattern_type),
+        principal=principal,
+        host=host,
         operation=_enum(Operation, entry.operation),
         permission=_enum(Permission, entry.permission_type),
     )
 
 
+def _filter(entry: Any) -> AclFilter:
+    return _from_request(AclFilter, entry, FILTER_FIELDS)
+
+
+def _entry_fields(acl: AclBinding) -> dict[str, Any]:
+    """The parts of an ACL that response entries hold beside its resource."""
+    return {
+        "principal": acl.principal,
+        "host": acl.host,
+        "operation": acl.operation,
+        "permission_type": acl.permission,
+    }
+
+
 @handles(30, 1, 3)
 async def create_acls(ctx: RequestContext, request: Any) -> Any:
-    cls = ctx.response_class
-    result_cls = element(cls, "results")
+    cls, result_cls = ctx.response_classes("results")
     try:
         store = _acl_store(ctx, Operation.ALTER)
     except KafkaError as error:
@@ -68,15 +95,7 @@ async def create_acls(ctx: RequestContext, request: Any) -> Any:
         return build(cls, throttle_time=NO_THROTTLE, results=(failed,) * len(request.creations))
     results, valid = [], []
     for creation in request.creations:
-        binding = AclBinding(
-            resource_type=_enum(ResourceType, creation.resource_type),
-            resource_name=creation.resource_name,
-            pattern_type=_enum(PatternType, creation.resource_pattern_type),
-            principal=creation.principal,
-            host=creation.host,
-            operation=_enum(Operation, creation.operation),
-            permission=_enum(Permission, creation.permission_type),
-        )
+        binding = _from_request(AclBinding, creation, CREATION_FIELDS)
         try:
             binding.validate()
         except InvalidAcl as error:
@@ -85,7 +104,7 @@ async def create_acls(ctx: RequestContext, request: Any) -> Any:
             )
             continue
         valid.append(binding)
-        results.append(result_cls(error_code=ErrorCode.none, error_message=None))
+        results.append(result_cls(**NO_ERROR))
     store.add(valid)
     return build(cls, throttle_time=NO_THROTTLE, results=tuple(results))
 
@@ -96,9 +115,7 @@ def _resource_key(acl: AclBinding) -> tuple[int, str, int]:
 
 @handles(29, 1, 3)
 async def describe_acls(ctx: RequestContext, request: Any) -> Any:
-    cls = ctx.response_class
-    resource_cls = element(cls, "resources")
-    description_cls = element(resource_cls, "acls")
+    cls, resource_cls, description_cls = ctx.response_classes("resources", "acls")
     try:
         store = _acl_store(ctx, Operation.DESCRIBE)
         wanted = _filter(request)
@@ -115,32 +132,16 @@ async def describe_acls(ctx: RequestContext, request: Any) -> Any:
             resource_type=resource_type,
             resource_name=name,
             pattern_type=pattern_type,
-            acls=tuple(
-                description_cls(
-                    principal=acl.principal,
-                    host=acl.host,
-                    operation=acl.operation,
-                    permission_type=acl.permission,
-                )
-                for acl in acls
-            ),
+            acls=tuple(description_cls(**_entry_fields(acl)) for acl in acls),
         )
         for (resource_type, name, pattern_type), acls in groupby(matching, key=_resource_key)
     )
-    return build(
-        cls,
-        throttle_time=NO_THROTTLE,
-        error_code=ErrorCode.none,
-        error_message=None,
-        resources=resources,
-    )
+    return build(cls, throttle_time=NO_THROTTLE, **NO_ERROR, resources=resources)
 
 
 @handles(31, 1, 3)
 async def delete_acls(ctx: RequestContext, request: Any) -> Any:
-    cls = ctx.response_class
-    result_cls = element(cls, "filter_results")
-    matching_cls = element(result_cls, "matching_acls")
+    cls, result_cls, matching_cls = ctx.response_classes("filter_results", "matching_acls")
     try:
         store = _acl_store(ctx, Operation.ALTER)
     except KafkaError as error:
@@ -171,19 +172,14 @@ async def delete_acls(ctx: RequestContext, request: Any) -> Any:
             continue
         results.append(
             result_cls(
-                error_code=ErrorCode.none,
-                error_message=None,
+                **NO_ERROR,
                 matching_acls=tuple(
                     matching_cls(
-                        error_code=ErrorCode.none,
-                        error_message=None,
+                        **NO_ERROR,
                         resource_type=acl.resource_type,
                         resource_name=acl.resource_name,
                         pattern_type=acl.pattern_type,
-                        principal=acl.principal,
-                        host=acl.host,
-                        operation=acl.operation,
-                        permission_type=acl.permission,
+                        **_entry_fields(acl),
                     )
                     for acl in next(deleted)
                 ),

@@ -8,12 +8,12 @@ refused with INVALID_REQUEST, as Kafka refuses its static ones.
 
 from __future__ import annotations
 
-import datetime
 from typing import Any
 
 from onceflow.broker import dynamic_configs
 from onceflow.broker.config_description import (
     CONFIG_TYPES,
+    DescribedConfig,
     describe_broker_configs,
     describe_topic_configs,
 )
@@ -27,8 +27,8 @@ from onceflow.config import (
     validate_dynamic_broker_configs,
     validate_topic_configs,
 )
-from onceflow.protocol.codec import build, element, field_names
-from onceflow.protocol.errors import ErrorCode, KafkaError
+from onceflow.protocol.codec import NO_THROTTLE, build, element, field_names
+from onceflow.protocol.errors import ErrorCode, ErrorOutcome, KafkaError
 
 RESOURCE_TOPIC = 2
 RESOURCE_BROKER = 4
@@ -38,15 +38,13 @@ OP_SET, OP_DELETE, OP_APPEND, OP_SUBTRACT = 0, 1, 2, 3
 
 @handles(32, 1, 4)
 async def describe_configs(ctx: RequestContext, request: Any) -> Any:
-    cls = ctx.response_class
-    result_cls = element(cls, "results")
-    config_cls = element(result_cls, "configs")
+    cls, result_cls, config_cls = ctx.response_classes("results", "configs")
     synonym_cls = element(config_cls, "synonyms") if "synonyms" in field_names(config_cls) else None
     with_synonyms = getattr(request, "include_synonyms", False) and synonym_cls is not None
     results = []
     for resource in request.resources:
-        code, message, described = ErrorCode.none, None, []
-        try:
+        described = []
+        with ErrorOutcome() as outcome:
             rules.config_resource_denial(
                 ctx, rules.DESCRIBE_CONFIGS, resource.resource_type, resource.resource_name
             )
@@ -59,42 +57,54 @@ async def describe_configs(ctx: RequestContext, request: Any) -> Any:
                 described = describe_broker_configs(ctx.broker, keys)
             else:
                 raise KafkaError(ErrorCode.invalid_request, "unsupported resource type")
-        except KafkaError as error:
-            code, message = error.code, error.message
         results.append(
-            build(
+            _resource_result(
                 result_cls,
-                error_code=code,
-                error_message=message,
-                resource_type=resource.resource_type,
-                resource_name=resource.resource_name,
+                resource,
+                outcome,
                 configs=tuple(
-                    build(
-                        config_cls,
-                        name=entry.name,
-                        value=None if entry.sensitive else entry.value,
-                        read_only=entry.read_only,
-                        config_source=entry.source,
-                        is_sensitive=entry.sensitive,
-                        synonyms=tuple(
-                            build(
-                                synonym_cls,
-                                name=s.name,
-                                value=None if entry.sensitive else s.value,
-                                source=s.source,
-                            )
-                            for s in entry.synonyms
-                        )
-                        if with_synonyms
-                        else (),
-                        config_type=CONFIG_TYPES[entry.kind],
-                        documentation=None,
-                    )
+                    _config_entry(config_cls, synonym_cls if with_synonyms else None, entry)
                     for entry in described
                 ),
             )
         )
-    return build(cls, throttle_time=datetime.timedelta(0), results=tuple(results))
+    return build(cls, throttle_time=NO_THROTTLE, results=tuple(results))
+
+
+def _config_entry(config_cls: type, synonym_cls: type | None, entry: DescribedConfig) -> Any:
+    """One described config; its synonyms when ``synonym_cls`` is given. A sensitive
+    config's values are never shown."""
+
+    def shown(value: str | None) -> str | None:
+        return None if entry.sensitive else value
+
+    synonyms = ()
+    if synonym_cls is not None:
+        synonyms = tuple(
+            build(synonym_cls, name=s.name, value=shown(s.value), source=s.source)
+            for s in entry.synonyms
+        )
+    return build(
+        config_cls,
+        name=entry.name,
+        value=shown(entry.value),
+        read_only=entry.read_only,
+        config_source=entry.source,
+        is_sensitive=entry.sensitive,
+        synonyms=synonyms,
+        config_type=CONFIG_TYPES[entry.kind],
+        documentation=None,
+    )
+
+
+def _resource_result(result_cls: type, resource: Any, outcome: ErrorOutcome, **more: Any) -> Any:
+    return build(
+        result_cls,
+        **outcome.fields,
+        resource_type=resource.resource_type,
+        resource_name=resource.resource_name,
+        **more,
+    )
 
 
 def _broker_layer(ctx: RequestContext, resource_name: str) -> dict[str, Any]:
@@ -107,12 +117,10 @@ def _broker_layer(ctx: RequestContext, resource_name: str) -> dict[str, Any]:
 
 
 def _alter(ctx: RequestContext, request: Any, compute: Any) -> Any:
-    cls = ctx.response_class
-    result_cls = element(cls, "responses")
+    cls, result_cls = ctx.response_classes("responses")
     results = []
     for resource in request.resources:
-        code, message = ErrorCode.none, None
-        try:
+        with ErrorOutcome() as outcome:
             rules.config_resource_denial(
                 ctx, rules.ALTER_CONFIGS, resource.resource_type, resource.resource_name
             )
@@ -128,18 +136,8 @@ def _alter(ctx: RequestContext, request: Any, compute: Any) -> Any:
                     ctx.broker.logs.set_topic_configs(topic.name, overrides)
             else:
                 raise KafkaError(ErrorCode.invalid_request, "unsupported resource type")
-        except KafkaError as error:
-            code, message = error.code, error.message
-        results.append(
-            build(
-                result_cls,
-                error_code=code,
-                error_message=message,
-                resource_type=resource.resource_type,
-                resource_name=resource.resource_name,
-            )
-        )
-    return build(cls, throttle_time=datetime.timedelta(0), responses=tuple(results))
+        results.append(_resource_result(result_cls, resource, outcome))
+    return build(cls, throttle_time=NO_THROTTLE, responses=tuple(results))
 
 
 def _alter_broker(ctx: RequestContext, resource: Any, compute: Any, validate_only: bool) -> None:

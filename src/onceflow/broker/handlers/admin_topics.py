@@ -2,17 +2,14 @@
 
 from __future__ import annotations
 
-import datetime
 from typing import Any
 
 from onceflow.broker.config_description import describe_topic_configs
 from onceflow.broker.context import RequestContext
 from onceflow.broker.registry import handles
 from onceflow.broker.security import rules
-from onceflow.protocol.codec import build, element, field_names
-from onceflow.protocol.errors import ErrorCode, KafkaError
-
-NO_THROTTLE = datetime.timedelta(0)
+from onceflow.protocol.codec import NO_THROTTLE, build, element, field_names
+from onceflow.protocol.errors import ErrorCode, ErrorOutcome, KafkaError
 
 
 def _check_assignments(assignments: Any, node_id: int) -> None:
@@ -27,15 +24,13 @@ def _check_assignments(assignments: Any, node_id: int) -> None:
 @handles(19, 2, 7)
 async def create_topics(ctx: RequestContext, request: Any) -> Any:
     logs = ctx.broker.logs
-    cls = ctx.response_class
-    result_cls = element(cls, "topics")
+    cls, result_cls = ctx.response_classes("topics")
     results = []
     denied = rules.create_topic_denials(ctx, [wanted.name for wanted in request.topics])
     for wanted in request.topics:
-        code, message = ErrorCode.none, None
         partitions, replication = wanted.num_partitions, wanted.replication_factor
         topic = None
-        try:
+        with ErrorOutcome() as outcome:
             rules.check(denied, wanted.name)
             if wanted.assignments:
                 if partitions != -1 or replication != -1:
@@ -54,8 +49,7 @@ async def create_topics(ctx: RequestContext, request: Any) -> Any:
                 partitions = ctx.broker.config["num.partitions"]
             if replication == -1:
                 replication = ctx.broker.config["default.replication.factor"]
-        except KafkaError as error:
-            code, message = error.code, error.message
+        if outcome.code != ErrorCode.none:
             partitions = replication = -1
         config_cls = (
             element(result_cls, "configs") if "configs" in field_names(result_cls) else None
@@ -82,8 +76,7 @@ async def create_topics(ctx: RequestContext, request: Any) -> Any:
                 result_cls,
                 name=wanted.name,
                 topic_id=topic.topic_id if topic else None,
-                error_code=code,
-                error_message=message,
+                **outcome.fields,
                 topic_config_error_code=ErrorCode.none,
                 num_partitions=partitions,
                 replication_factor=replication,
@@ -96,15 +89,13 @@ async def create_topics(ctx: RequestContext, request: Any) -> Any:
 @handles(20, 1, 6)
 async def delete_topics(ctx: RequestContext, request: Any) -> Any:
     logs = ctx.broker.logs
-    cls = ctx.response_class
-    result_cls = element(cls, "responses")
+    cls, result_cls = ctx.response_classes("responses")
     results = []
     wanted = request.topics if hasattr(request, "topics") else request.topic_names
     for item in wanted:
         name = item if isinstance(item, str) else item.name
         topic_id = None if isinstance(item, str) else item.topic_id
-        code, message = ErrorCode.none, None
-        try:
+        with ErrorOutcome() as outcome:
             if name is None and topic_id is not None:
                 matches = [t.name for t in logs.topics.values() if t.topic_id == topic_id]
                 if not matches:
@@ -120,23 +111,17 @@ async def delete_topics(ctx: RequestContext, request: Any) -> Any:
                 )
             topic_id = topic.topic_id
             logs.delete_topic(name)
-        except KafkaError as error:
-            code, message = error.code, error.message
-        results.append(
-            build(result_cls, name=name, topic_id=topic_id, error_code=code, error_message=message)
-        )
+        results.append(build(result_cls, name=name, topic_id=topic_id, **outcome.fields))
     return build(cls, throttle_time=NO_THROTTLE, responses=tuple(results))
 
 
 @handles(37, 0, 3)
 async def create_partitions(ctx: RequestContext, request: Any) -> Any:
     logs = ctx.broker.logs
-    cls = ctx.response_class
-    result_cls = element(cls, "results")
+    cls, result_cls = ctx.response_classes("results")
     results = []
     for wanted in request.topics:
-        code, message = ErrorCode.none, None
-        try:
+        with ErrorOutcome() as outcome:
             rules.require(ctx, rules.ALTER, rules.TOPIC, wanted.name)
             topic = logs.get_topic(wanted.name)
             _check_assignments(wanted.assignments, ctx.broker.node_id)
@@ -148,7 +133,5 @@ async def create_partitions(ctx: RequestContext, request: Any) -> Any:
                 )
             if not request.validate_only:
                 logs.add_partitions(wanted.name, wanted.count)
-        except KafkaError as error:
-            code, message = error.code, error.message
-        results.append(build(result_cls, name=wanted.name, error_code=code, error_message=message))
+        results.append(build(result_cls, name=wanted.name, **outcome.fields))
     return build(cls, throttle_time=NO_THROTTLE, results=tuple(results))

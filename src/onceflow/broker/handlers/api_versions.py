@@ -4,12 +4,11 @@ supported and finalized, so clients that know them use them."""
 
 from __future__ import annotations
 
-import datetime
 from typing import Any
 
 from onceflow.broker.context import RequestContext
 from onceflow.broker.registry import HANDLERS, handles
-from onceflow.protocol.codec import build, element, field_names
+from onceflow.protocol.codec import NO_THROTTLE, build, element, field_names
 from onceflow.protocol.errors import ErrorCode
 
 
@@ -38,7 +37,7 @@ def api_versions_response(cls: type, code: ErrorCode = ErrorCode.none) -> Any:
         cls,
         error_code=code,
         api_keys=keys,
-        throttle_time=datetime.timedelta(0),
+        throttle_time=NO_THROTTLE,
         **features,
     )
 

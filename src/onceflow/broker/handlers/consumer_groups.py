@@ -7,21 +7,17 @@ import datetime
 from typing import Any
 
 from onceflow.broker.context import RequestContext
-from onceflow.broker.handlers.groups import GROUP_AUTHORIZED_OPERATIONS, client_host
+from onceflow.broker.handlers.groups import (
+    GROUP_AUTHORIZED_OPERATIONS,
+    client_host,
+    milliseconds,
+)
 from onceflow.broker.operations import NOT_ASKED
 from onceflow.broker.registry import handles
 from onceflow.broker.security import rules
 from onceflow.coordinator.consumer_group import HeartbeatRequest
-from onceflow.protocol.codec import build, element, field_names
-from onceflow.protocol.errors import ErrorCode, KafkaError
-
-NO_THROTTLE = datetime.timedelta(0)
-
-
-def _milliseconds(value: Any) -> int:
-    if isinstance(value, datetime.timedelta):
-        return round(value.total_seconds() * 1000)
-    return int(value)
+from onceflow.protocol.codec import NO_THROTTLE, build, element, field_names, fields_of
+from onceflow.protocol.errors import NO_ERROR, ErrorCode, KafkaError
 
 
 @handles(68, 0, 1)
@@ -37,17 +33,20 @@ async def consumer_group_heartbeat(ctx: RequestContext, request: Any) -> Any:
     if request.topic_partitions is not None:
         owned = {t.topic_id: set(t.partitions) for t in request.topic_partitions if t.partitions}
     heartbeat = HeartbeatRequest(
-        group_id=request.group_id,
-        member_id=request.member_id,
-        member_epoch=request.member_epoch,
-        instance_id=request.instance_id,
-        rack_id=request.rack_id,
-        rebalance_timeout_ms=_milliseconds(request.rebalance_timeout),
+        **fields_of(
+            request,
+            "group_id",
+            "member_id",
+            "member_epoch",
+            "instance_id",
+            "rack_id",
+            "server_assignor",
+        ),
+        rebalance_timeout_ms=milliseconds(request.rebalance_timeout),
         subscribed_topic_names=None
         if request.subscribed_topic_names is None
         else list(request.subscribed_topic_names),
         subscribed_topic_regex=getattr(request, "subscribed_topic_regex", None),
-        server_assignor=request.server_assignor,
         owned=owned,
         client_id=ctx.header.client_id or "",
         client_host=client_host(ctx),
@@ -79,8 +78,7 @@ async def consumer_group_heartbeat(ctx: RequestContext, request: Any) -> Any:
     return build(
         cls,
         throttle_time=NO_THROTTLE,
-        error_code=ErrorCode.none,
-        error_message=None,
+        **NO_ERROR,
         member_id=answer.member_id,
         member_epoch=answer.member_epoch,
         heartbeat_interval=interval,
@@ -90,11 +88,9 @@ async def consumer_group_heartbeat(ctx: RequestContext, request: Any) -> Any:
 
 @handles(69, 0, 1)
 async def consumer_group_describe(ctx: RequestContext, request: Any) -> Any:
-    cls = ctx.response_class
-    group_cls = element(cls, "groups")
-    member_cls = element(group_cls, "members")
-    assignment_cls = element(member_cls, "assignment")
-    partitions_cls = element(assignment_cls, "topic_partitions")
+    cls, group_cls, member_cls, assignment_cls, partitions_cls = ctx.response_classes(
+        "groups", "members", "assignment", "topic_partitions"
+    )
     protocol = ctx.broker.groups.consumer_protocol
     operations = GROUP_AUTHORIZED_OPERATIONS if request.include_authorized_operations else NOT_ASKED
 
@@ -134,14 +130,17 @@ async def consumer_group_describe(ctx: RequestContext, request: Any) -> Any:
         members = tuple(
             build(
                 member_cls,
-                member_id=member.member_id,
-                instance_id=member.instance_id,
-                rack_id=member.rack_id,
-                member_epoch=member.member_epoch,
-                client_id=member.client_id,
-                client_host=member.client_host,
-                subscribed_topic_names=member.subscribed_topic_names,
-                subscribed_topic_regex=member.subscribed_topic_regex,
+                **fields_of(
+                    member,
+                    "member_id",
+                    "instance_id",
+                    "rack_id",
+                    "member_epoch",
+                    "client_id",
+                    "client_host",
+                    "subscribed_topic_names",
+                    "subscribed_topic_regex",
+                ),
                 assignment=described(member.assigned),
                 target_assignment=described(group.target.get(member.member_id, {})),
                 member_type=1 if "member_type" in field_names(member_cls) else None,
@@ -151,8 +150,7 @@ async def consumer_group_describe(ctx: RequestContext, request: Any) -> Any:
         groups.append(
             build(
                 group_cls,
-                error_code=ErrorCode.none,
-                error_message=None,
+                **NO_ERROR,
                 group_id=group_id,
                 group_state=group.state,
                 group_epoch=group.group_epoch,

@@ -10,7 +10,6 @@ fetch requests.
 from __future__ import annotations
 
 import asyncio
-import datetime
 import time
 from typing import Any
 
@@ -18,7 +17,7 @@ from onceflow.broker.context import RequestContext
 from onceflow.broker.registry import handles
 from onceflow.broker.security import rules
 from onceflow.log.partition_log import PartitionLog
-from onceflow.protocol.codec import build, element
+from onceflow.protocol.codec import NO_THROTTLE, build, element
 from onceflow.protocol.errors import ErrorCode, KafkaError
 
 READ_COMMITTED = 1
@@ -109,7 +108,7 @@ def _read_all(ctx: RequestContext, request: Any) -> tuple[Any, int, list[Partiti
         )
     response = build(
         cls,
-        throttle_time=datetime.timedelta(0),
+        throttle_time=NO_THROTTLE,
         error_code=ErrorCode.none,
         session_id=0,
         responses=tuple(topics),

@@ -13,10 +13,9 @@ from onceflow.broker.security import rules
 from onceflow.coordinator.group import group_state, group_type
 from onceflow.coordinator.group_metadata import GroupState
 from onceflow.coordinator.group_requests import JoinGroupRequest, SyncGroupRequest
-from onceflow.protocol.codec import build, element
+from onceflow.protocol.codec import NO_THROTTLE, build, element, fields_of
 from onceflow.protocol.errors import ErrorCode, KafkaError
 
-NO_THROTTLE = datetime.timedelta(0)
 CONSUMER = "consumer"
 NO_AUTHORIZED_OPERATIONS = -(2**31)
 # READ, DELETE and DESCRIBE (AclOperation codes 3, 6, 8): everything, as there are no ACLs
@@ -166,9 +165,7 @@ async def list_groups(ctx: RequestContext, request: Any) -> Any:
 
 @handles(15, 0, 5)
 async def describe_groups(ctx: RequestContext, request: Any) -> Any:
-    cls = ctx.response_class
-    group_cls = element(cls, "groups")
-    member_cls = element(group_cls, "members")
+    cls, group_cls, member_cls = ctx.response_classes("groups", "members")
     groups = ctx.broker.groups
     wanted = getattr(request, "include_authorized_operations", False)
     described = []
@@ -211,10 +208,9 @@ async def describe_groups(ctx: RequestContext, request: Any) -> Any:
                 members=tuple(
                     build(
                         member_cls,
-                        member_id=member.member_id,
-                        group_instance_id=member.group_instance_id,
-                        client_id=member.client_id,
-                        client_host=member.client_host,
+                        **fields_of(
+                            member, "member_id", "group_instance_id", "client_id", "client_host"
+                        ),
                         member_metadata=member.metadata_for(group.protocol_name) if stable else b"",
                         member_assignment=member.assignment if stable else b"",
                     )
@@ -228,8 +224,7 @@ async def describe_groups(ctx: RequestContext, request: Any) -> Any:
 
 @handles(42, 0, 2)
 async def delete_groups(ctx: RequestContext, request: Any) -> Any:
-    cls = ctx.response_class
-    result_cls = element(cls, "results")
+    cls, result_cls = ctx.response_classes("results")
     allowed = [g for g in request.groups_names if rules.allowed(ctx, rules.DELETE, rules.GROUP, g)]
     results = await ctx.broker.groups.delete_groups(allowed) if allowed else {}
     for group_id in request.groups_names:

@@ -7,14 +7,13 @@ of segment start offsets, as Kafka 3.x does.
 
 from __future__ import annotations
 
-import datetime
 from typing import Any
 
 from onceflow.broker.context import RequestContext
 from onceflow.broker.registry import handles
 from onceflow.broker.security import rules
-from onceflow.protocol.codec import build, element
-from onceflow.protocol.errors import ErrorCode, KafkaError
+from onceflow.protocol.codec import NO_THROTTLE, build
+from onceflow.protocol.errors import ErrorCode, ErrorOutcome, KafkaError
 
 LATEST = -1
 EARLIEST = -2
@@ -30,17 +29,15 @@ async def list_offsets(ctx: RequestContext, request: Any) -> Any:
     if ctx.version == 0:
         return _legacy_list_offsets(ctx, request)
     logs = ctx.broker.logs
-    cls = ctx.response_class
-    topic_cls = element(cls, "topics")
-    partition_cls = element(topic_cls, "partitions")
+    cls, topic_cls, partition_cls = ctx.response_classes("topics", "partitions")
     read_committed = getattr(request, "isolation_level", 0) == READ_COMMITTED
     topics = []
     denied = rules.denied_topics(ctx, rules.DESCRIBE, (topic.name for topic in request.topics))
     for topic in request.topics:
         partitions = []
         for wanted in topic.partitions:
-            code, offset, timestamp = ErrorCode.none, -1, -1
-            try:
+            offset, timestamp = -1, -1
+            with ErrorOutcome() as outcome:
                 rules.check(denied, topic.name)
                 partition = logs.partition(topic.name, wanted.partition_index)
                 visible = (
@@ -59,32 +56,28 @@ async def list_offsets(ctx: RequestContext, request: Any) -> Any:
                         found = partition.offset_for_timestamp(wanted.timestamp)
                     if found is not None and 0 <= found[0] < visible:
                         offset, timestamp = found
-            except KafkaError as error:
-                code = error.code
             partitions.append(
                 build(
                     partition_cls,
                     partition_index=wanted.partition_index,
-                    error_code=code,
+                    error_code=outcome.code,
                     timestamp=timestamp,
                     offset=offset,
                     leader_epoch=0,
                 )
             )
         topics.append(build(topic_cls, name=topic.name, partitions=tuple(partitions)))
-    return build(cls, throttle_time=datetime.timedelta(0), topics=tuple(topics))
+    return build(cls, throttle_time=NO_THROTTLE, topics=tuple(topics))
 
 
 def _legacy_list_offsets(ctx: RequestContext, request: Any) -> Any:
-    cls = ctx.response_class
-    topic_cls = element(cls, "topics")
-    partition_cls = element(topic_cls, "partitions")
+    cls, topic_cls, partition_cls = ctx.response_classes("topics", "partitions")
     topics = []
     for topic in request.topics:
         partitions = []
         for wanted in topic.partitions:
-            code, offsets = ErrorCode.none, []
-            try:
+            offsets = []
+            with ErrorOutcome() as outcome:
                 partition = ctx.broker.logs.partition(topic.name, wanted.partition_index)
                 offsets = partition.legacy_offsets_before(wanted.timestamp, wanted.max_num_offsets)
                 high_watermark = partition.high_watermark
@@ -92,12 +85,10 @@ def _legacy_list_offsets(ctx: RequestContext, request: Any) -> Any:
                     offset > high_watermark for offset in offsets
                 ):
                     offsets = [high_watermark] + [o for o in offsets if o <= high_watermark]
-            except KafkaError as error:
-                code = error.code
             partitions.append(
                 partition_cls(
                     partition_index=wanted.partition_index,
-                    error_code=code,
+                    error_code=outcome.code,
                     old_style_offsets=tuple(offsets),
                 )
             )

@@ -8,7 +8,6 @@ Kafka answers.
 
 from __future__ import annotations
 
-import datetime
 import os
 from pathlib import Path
 from typing import Any
@@ -17,19 +16,16 @@ from onceflow.broker.context import RequestContext
 from onceflow.broker.registry import handles
 from onceflow.broker.security import rules
 from onceflow.log.manager import Topic
-from onceflow.protocol.codec import build, element
+from onceflow.protocol.codec import NO_THROTTLE, build
 from onceflow.protocol.errors import ErrorCode
-
-NO_THROTTLE = datetime.timedelta(0)
 
 
 @handles(35, 1, 4)
 async def describe_log_dirs(ctx: RequestContext, request: Any) -> Any:
     rules.require(ctx, rules.DESCRIBE, rules.CLUSTER)
-    cls = ctx.response_class
-    result_cls = element(cls, "results")
-    topic_cls = element(result_cls, "topics")
-    partition_cls = element(topic_cls, "partitions")
+    cls, result_cls, topic_cls, partition_cls = ctx.response_classes(
+        "results", "topics", "partitions"
+    )
     logs = ctx.broker.logs
     if request.topics is None:
         wanted = [(topic, range(len(topic.partitions))) for topic in logs.topics.values()]
@@ -73,9 +69,7 @@ def _log_dir(ctx: RequestContext) -> Path:
 @handles(34, 1, 2)
 async def alter_replica_log_dirs(ctx: RequestContext, request: Any) -> Any:
     rules.require(ctx, rules.ALTER, rules.CLUSTER)
-    cls = ctx.response_class
-    topic_cls = element(cls, "results")
-    partition_cls = element(topic_cls, "partitions")
+    cls, topic_cls, partition_cls = ctx.response_classes("results", "partitions")
     results = []
     for directory in request.dirs:
         known = Path(directory.path).resolve() == _log_dir(ctx)

@@ -3,15 +3,15 @@ auto-creation; topics asked for by id (v10+) as well as by name."""
 
 from __future__ import annotations
 
-import datetime
 from typing import Any
 
 from onceflow.broker.context import RequestContext
-from onceflow.broker.operations import CLUSTER_OPERATIONS, NOT_ASKED, TOPIC_OPERATIONS
+from onceflow.broker.handlers.cluster import cluster_fields
+from onceflow.broker.operations import NOT_ASKED, TOPIC_OPERATIONS
 from onceflow.broker.registry import handles
 from onceflow.broker.security import rules
 from onceflow.log.manager import Topic
-from onceflow.protocol.codec import build, element
+from onceflow.protocol.codec import NO_THROTTLE, build, element
 from onceflow.protocol.errors import ErrorCode, KafkaError
 
 
@@ -29,9 +29,7 @@ def auto_create(ctx: RequestContext, name: str) -> Topic:
 @handles(3, 1, 12)
 async def metadata(ctx: RequestContext, request: Any) -> Any:
     broker = ctx.broker
-    cls = ctx.response_class
-    topic_cls = element(cls, "topics")
-    partition_cls = element(topic_cls, "partitions")
+    cls, topic_cls, partition_cls = ctx.response_classes("topics", "partitions")
     allow_create = getattr(request, "allow_auto_topic_creation", True)
 
     def describe(name: str, topic: Topic | None, code: ErrorCode) -> Any:
@@ -98,29 +96,11 @@ async def metadata(ctx: RequestContext, request: Any) -> Any:
                 topics.append(describe(name, topic, ErrorCode.none))
             except KafkaError as error:
                 topics.append(describe(name, None, error.code))
-    broker_cls = element(cls, "brokers")
     return build(
         cls,
-        throttle_time=datetime.timedelta(0),
-        brokers=(
-            build(
-                broker_cls,
-                node_id=broker.node_id,
-                host=ctx.advertised_host,
-                port=ctx.advertised_port,
-                rack=None,
-            ),
-        ),
-        cluster_id=broker.cluster_id,
-        controller_id=broker.node_id,
+        throttle_time=NO_THROTTLE,
         topics=tuple(topics),
-        cluster_authorized_operations=rules.authorized_operations(
-            ctx,
-            rules.CLUSTER,
-            rules.CLUSTER_NAME,
-            getattr(request, "include_cluster_authorized_operations", False),
-            CLUSTER_OPERATIONS,
-        ),
+        **cluster_fields(ctx, request, element(cls, "brokers"), "node_id"),
     )
 
 

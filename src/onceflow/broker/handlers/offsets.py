@@ -3,7 +3,6 @@ OffsetDelete v0 (API 47)."""
 
 from __future__ import annotations
 
-import datetime
 from typing import Any
 
 from onceflow.broker.context import RequestContext
@@ -12,10 +11,8 @@ from onceflow.broker.registry import handles
 from onceflow.broker.security import rules
 from onceflow.coordinator.group_metadata import TopicPartition
 from onceflow.coordinator.group_requests import OffsetCommitRequest, OffsetRequest
-from onceflow.protocol.codec import build, element
+from onceflow.protocol.codec import NO_THROTTLE, build, element
 from onceflow.protocol.errors import ErrorCode
-
-NO_THROTTLE = datetime.timedelta(0)
 
 
 def offsets_to_commit(
@@ -46,9 +43,7 @@ def offsets_to_commit(
 
 @handles(8, 2, 9)
 async def offset_commit(ctx: RequestContext, request: Any) -> Any:
-    cls = ctx.response_class
-    topic_cls = element(cls, "topics")
-    partition_cls = element(topic_cls, "partitions")
+    cls, topic_cls, partition_cls = ctx.response_classes("topics", "partitions")
     refused, offsets = offsets_to_commit(ctx, request)
     results = refused
     if offsets:
@@ -138,9 +133,7 @@ async def offset_fetch(ctx: RequestContext, request: Any) -> Any:
 
 @handles(47, 0, 0)
 async def offset_delete(ctx: RequestContext, request: Any) -> Any:
-    cls = ctx.response_class
-    topic_cls = element(cls, "topics")
-    partition_cls = element(topic_cls, "partitions")
+    cls, topic_cls, partition_cls = ctx.response_classes("topics", "partitions")
     logs = ctx.broker.logs
     results: dict[tuple[str, int], ErrorCode] = {}
     known = []

@@ -15,8 +15,8 @@ from onceflow.broker.registry import handles
 from onceflow.broker.security import rules
 from onceflow.log.batch import validate_produce_records
 from onceflow.log.record_index import record_entries
-from onceflow.protocol.codec import build, element, field_names
-from onceflow.protocol.errors import ErrorCode, KafkaError
+from onceflow.protocol.codec import NO_THROTTLE, build, element, field_names
+from onceflow.protocol.errors import ErrorCode, ErrorOutcome, KafkaError
 
 IMPLICIT_ADD_PARTITIONS = 12
 
@@ -24,9 +24,7 @@ IMPLICIT_ADD_PARTITIONS = 12
 @handles(0, 3, 12)
 async def produce(ctx: RequestContext, request: Any) -> Any:
     broker = ctx.broker
-    cls = ctx.response_class
-    topic_cls = element(cls, "responses")
-    partition_cls = element(topic_cls, "partition_responses")
+    cls, topic_cls, partition_cls = ctx.response_classes("responses", "partition_responses")
     error_cls = (
         element(partition_cls, "record_errors")
         if "record_errors" in field_names(partition_cls)
@@ -39,10 +37,9 @@ async def produce(ctx: RequestContext, request: Any) -> Any:
     for topic_data in request.topic_data:
         partitions = []
         for data in topic_data.partition_data:
-            code, message = ErrorCode.none, None
             base_offset, append_time, start_offset = -1, -1, -1
             record_errors: list[tuple[int, str]] = []
-            try:
+            with ErrorOutcome() as outcome:
                 if acks not in (0, 1, -1):
                     raise KafkaError(ErrorCode.invalid_required_acks, f"acks={acks} is invalid")
                 rules.check(denied, topic_data.name)
@@ -72,13 +69,11 @@ async def produce(ctx: RequestContext, request: Any) -> Any:
                 if acks != 0:  # one replica: acks=1 and acks=all both wait for the watermark
                     wait = partition.wait_durable(result.last_offset + 1)
                     waits.append((len(topics), len(partitions), wait))
-            except KafkaError as error:
-                code, message = error.code, error.message
             partitions.append(
                 build(
                     partition_cls,
                     index=data.index,
-                    error_code=code,
+                    **outcome.fields,
                     base_offset=base_offset,
                     log_append_time=datetime.datetime.fromtimestamp(
                         append_time / 1000, datetime.UTC
@@ -91,11 +86,10 @@ async def produce(ctx: RequestContext, request: Any) -> Any:
                         for index, text in record_errors
                         if error_cls is not None
                     ),
-                    error_message=message,
                 )
             )
         topics.append(build(topic_cls, name=topic_data.name, partition_responses=tuple(partitions)))
-    response = build(cls, responses=tuple(topics), throttle_time=datetime.timedelta(0))
+    response = build(cls, responses=tuple(topics), throttle_time=NO_THROTTLE)
     if acks == 0:
         return NO_RESPONSE
     if waits:

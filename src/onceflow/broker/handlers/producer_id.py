@@ -3,13 +3,12 @@ coordinator."""
 
 from __future__ import annotations
 
-import datetime
 from typing import Any
 
 from onceflow.broker.context import RequestContext
 from onceflow.broker.registry import handles
 from onceflow.broker.security import rules
-from onceflow.protocol.codec import build
+from onceflow.protocol.codec import NO_THROTTLE, build
 from onceflow.protocol.errors import ErrorCode, KafkaError
 
 
@@ -33,14 +32,14 @@ async def init_producer_id(ctx: RequestContext, request: Any) -> Any:
                 code = ErrorCode.invalid_producer_epoch  # KIP-588: older clients
             return build(
                 ctx.response_class,
-                throttle_time=datetime.timedelta(0),
+                throttle_time=NO_THROTTLE,
                 error_code=code,
                 producer_id=-1,
                 producer_epoch=-1,
             )
     return build(
         ctx.response_class,
-        throttle_time=datetime.timedelta(0),
+        throttle_time=NO_THROTTLE,
         error_code=ErrorCode.none,
         producer_id=producer_id,
         producer_epoch=epoch,

@@ -9,24 +9,21 @@ and no reassignment is ever in progress.
 
 from __future__ import annotations
 
-import datetime
 from typing import Any
 
 from onceflow.broker.context import RequestContext
 from onceflow.broker.registry import handles
 from onceflow.broker.security import rules
-from onceflow.protocol.codec import build, element
-from onceflow.protocol.errors import ErrorCode, KafkaError
-
-NO_THROTTLE = datetime.timedelta(0)
+from onceflow.protocol.codec import NO_THROTTLE, build
+from onceflow.protocol.errors import NO_ERROR, ErrorCode, ErrorOutcome, KafkaError
 
 
 @handles(43, 0, 2)
 async def elect_leaders(ctx: RequestContext, request: Any) -> Any:
     rules.require(ctx, rules.ALTER, rules.CLUSTER)
-    cls = ctx.response_class
-    topic_cls = element(cls, "replica_election_results")
-    partition_cls = element(topic_cls, "partition_result")
+    cls, topic_cls, partition_cls = ctx.response_classes(
+        "replica_election_results", "partition_result"
+    )
     results = []
     # Asked for every partition, Kafka lists only those whose leader changed: none here.
     for wanted in request.topic_partitions or ():
@@ -45,46 +42,27 @@ async def elect_leaders(ctx: RequestContext, request: Any) -> Any:
             )
         results.append(build(topic_cls, topic=wanted.topic, partition_result=tuple(partitions)))
     return build(
-        cls,
-        throttle_time=NO_THROTTLE,
-        error_code=ErrorCode.none,
-        replica_election_results=tuple(results),
+        cls, throttle_time=NO_THROTTLE, **NO_ERROR, replica_election_results=tuple(results)
     )
 
 
 @handles(45, 0, 0)
 async def alter_partition_reassignments(ctx: RequestContext, request: Any) -> Any:
     rules.require(ctx, rules.ALTER, rules.CLUSTER)
-    cls = ctx.response_class
-    topic_cls = element(cls, "responses")
-    partition_cls = element(topic_cls, "partitions")
+    cls, topic_cls, partition_cls = ctx.response_classes("responses", "partitions")
     node_id = ctx.broker.node_id
     topics = []
     for wanted in request.topics:
         partitions = []
         for item in wanted.partitions:
-            code, message = ErrorCode.none, None
-            try:
+            with ErrorOutcome() as outcome:
                 ctx.broker.logs.partition(wanted.name, item.partition_index)
                 _check_target(item.replicas, node_id)
-            except KafkaError as error:
-                code, message = error.code, error.message
             partitions.append(
-                build(
-                    partition_cls,
-                    partition_index=item.partition_index,
-                    error_code=code,
-                    error_message=message,
-                )
+                build(partition_cls, partition_index=item.partition_index, **outcome.fields)
             )
         topics.append(build(topic_cls, name=wanted.name, partitions=tuple(partitions)))
-    return build(
-        cls,
-        throttle_time=NO_THROTTLE,
-        error_code=ErrorCode.none,
-        error_message=None,
-        responses=tuple(topics),
-    )
+    return build(cls, throttle_time=NO_THROTTLE, **NO_ERROR, responses=tuple(topics))
 
 
 def _check_target(replicas: Any, node_id: int) -> None:
@@ -114,10 +92,4 @@ def _check_target(replicas: Any, node_id: int) -> None:
 @handles(46, 0, 0)
 async def list_partition_reassignments(ctx: RequestContext, request: Any) -> Any:
     rules.require(ctx, rules.DESCRIBE, rules.CLUSTER)
-    return build(
-        ctx.response_class,
-        throttle_time=NO_THROTTLE,
-        error_code=ErrorCode.none,
-        error_message=None,
-        topics=(),
-    )
+    return build(ctx.response_class, throttle_time=NO_THROTTLE, **NO_ERROR, topics=())

@@ -4,14 +4,13 @@ stored and server keys derived from it (broker/security/credential_store.py)."""
 
 from __future__ import annotations
 
-import datetime
 from typing import Any
 
 from onceflow.broker.context import RequestContext
 from onceflow.broker.registry import handles
 from onceflow.broker.security import rules
-from onceflow.protocol.codec import build, element
-from onceflow.protocol.errors import ErrorCode, KafkaError
+from onceflow.protocol.codec import NO_THROTTLE, build
+from onceflow.protocol.errors import NO_ERROR, ErrorCode, KafkaError
 from onceflow.security.scram import (
     MAX_ITERATIONS,
     MECHANISM_CODES,
@@ -21,7 +20,6 @@ from onceflow.security.scram import (
     credential_from_salted,
 )
 
-NO_THROTTLE = datetime.timedelta(0)
 TWICE = "A user credential cannot be altered twice in the same request"
 
 
@@ -35,8 +33,7 @@ def _check_name_and_mechanism(name: str, mechanism: int) -> str:
 
 @handles(51, 0, 0)
 async def alter_user_scram_credentials(ctx: RequestContext, request: Any) -> Any:
-    cls = ctx.response_class
-    result_cls = element(cls, "results")
+    cls, result_cls = ctx.response_classes("results")
     store = ctx.broker.scram_credentials
     users = [item.name for item in (*request.deletions, *request.upsertions)]
     try:
@@ -97,10 +94,7 @@ async def alter_user_scram_credentials(ctx: RequestContext, request: Any) -> Any
             [(name, mechanism, credential) for name, (mechanism, credential) in upserts.items()],
             list(deletions.items()),
         )
-    results = [
-        result_cls(user=name, error_code=ErrorCode.none, error_message=None)
-        for name in (*deletions, *upserts)
-    ]
+    results = [result_cls(user=name, **NO_ERROR) for name in (*deletions, *upserts)]
     results += [
         result_cls(user=name, error_code=error.code, error_message=error.message)
         for name, error in errors.items()
@@ -110,9 +104,7 @@ async def alter_user_scram_credentials(ctx: RequestContext, request: Any) -> Any
 
 @handles(50, 0, 0)
 async def describe_user_scram_credentials(ctx: RequestContext, request: Any) -> Any:
-    cls = ctx.response_class
-    result_cls = element(cls, "results")
-    info_cls = element(result_cls, "credential_infos")
+    cls, result_cls, info_cls = ctx.response_classes("results", "credential_infos")
     rules.require(ctx, rules.DESCRIBE, rules.CLUSTER)
     known = ctx.broker.scram_credentials.users()
     wanted = sorted(known) if not request.users else [user.name for user in request.users]
@@ -136,10 +128,4 @@ async def describe_user_scram_credentials(ctx: RequestContext, request: Any) -> 
         results.append(
             result_cls(user=name, error_code=code, error_message=message, credential_infos=infos)
         )
-    return build(
-        cls,
-        throttle_time=NO_THROTTLE,
-        error_code=ErrorCode.none,
-        error_message=None,
-        results=tuple(results),
-    )
+    return build(cls, throttle_time=NO_THROTTLE, **NO_ERROR, results=tuple(results))

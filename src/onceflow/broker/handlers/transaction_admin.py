@@ -9,10 +9,8 @@ from typing import Any
 from onceflow.broker.context import RequestContext
 from onceflow.broker.registry import handles
 from onceflow.broker.security import rules
-from onceflow.protocol.codec import build, element
-from onceflow.protocol.errors import ErrorCode, KafkaError
-
-NO_THROTTLE = datetime.timedelta(0)
+from onceflow.protocol.codec import NO_THROTTLE, build
+from onceflow.protocol.errors import ErrorCode, ErrorOutcome
 
 
 def from_millis(timestamp_ms: int) -> datetime.datetime:
@@ -21,10 +19,13 @@ def from_millis(timestamp_ms: int) -> datetime.datetime:
     return datetime.datetime.fromtimestamp(max(timestamp_ms, 0) / 1000, datetime.UTC)
 
 
+def _or_minus_one(offset: int | None) -> int:
+    return -1 if offset is None else offset
+
+
 @handles(66, 0, 1)
 async def list_transactions(ctx: RequestContext, request: Any) -> Any:
-    cls = ctx.response_class
-    state_cls = element(cls, "transaction_states")
+    cls, state_cls = ctx.response_classes("transaction_states")
     states = set(request.state_filters or ())
     producers = set(request.producer_id_filters or ())
     min_duration = getattr(request, "duration_filter", -1)
@@ -69,9 +70,7 @@ async def list_transactions(ctx: RequestContext, request: Any) -> Any:
 
 @handles(65, 0, 0)
 async def describe_transactions(ctx: RequestContext, request: Any) -> Any:
-    cls = ctx.response_class
-    state_cls = element(cls, "transaction_states")
-    topic_cls = element(state_cls, "topics")
+    cls, state_cls, topic_cls = ctx.response_classes("transaction_states", "topics")
     described = []
     for transactional_id in request.transactional_ids:
         allowed = rules.allowed(ctx, rules.DESCRIBE, rules.TRANSACTIONAL_ID, transactional_id)
@@ -119,17 +118,16 @@ async def describe_transactions(ctx: RequestContext, request: Any) -> Any:
 
 @handles(61, 0, 0)
 async def describe_producers(ctx: RequestContext, request: Any) -> Any:
-    cls = ctx.response_class
-    topic_cls = element(cls, "topics")
-    partition_cls = element(topic_cls, "partitions")
-    producer_cls = element(partition_cls, "active_producers")
+    cls, topic_cls, partition_cls, producer_cls = ctx.response_classes(
+        "topics", "partitions", "active_producers"
+    )
     topics = []
     denied = rules.denied_topics(ctx, rules.READ, (topic.name for topic in request.topics))
     for topic in request.topics:
         partitions = []
         for number in topic.partition_indexes:
-            code, message, active = ErrorCode.none, None, ()
-            try:
+            active = ()
+            with ErrorOutcome() as outcome:
                 rules.check(denied, topic.name)
                 state = ctx.broker.logs.partition(topic.name, number).producers
                 active = tuple(
@@ -139,21 +137,15 @@ async def describe_producers(ctx: RequestContext, request: Any) -> Any:
                         last_sequence=entry.last_seq,
                         last_timestamp=entry.last_timestamp,
                         coordinator_epoch=entry.coordinator_epoch,
-                        current_txn_start_offset=state.open_transaction(entry.producer_id)
-                        if state.open_transaction(entry.producer_id) is not None
-                        else -1,
+                        current_txn_start_offset=_or_minus_one(
+                            state.open_transaction(entry.producer_id)
+                        ),
                     )
                     for entry in state.producers.values()
                 )
-            except KafkaError as error:
-                code, message = error.code, error.message
             partitions.append(
                 build(
-                    partition_cls,
-                    partition_index=number,
-                    error_code=code,
-                    error_message=message,
-                    active_producers=active,
+                    partition_cls, partition_index=number, **outcome.fields, active_producers=active
                 )
             )
         topics.append(build(topic_cls, name=topic.name, partitions=tuple(partitions)))

@@ -5,7 +5,6 @@ join implicitly."""
 
 from __future__ import annotations
 
-import datetime
 from typing import Any
 
 from onceflow.broker.context import RequestContext
@@ -14,10 +13,8 @@ from onceflow.broker.partition_responses import partition_errors, topic_response
 from onceflow.broker.registry import handles
 from onceflow.broker.security import rules
 from onceflow.coordinator.group_requests import TxnOffsetCommitRequest
-from onceflow.protocol.codec import build, element
+from onceflow.protocol.codec import NO_THROTTLE, build
 from onceflow.protocol.errors import ErrorCode, KafkaError
-
-NO_THROTTLE = datetime.timedelta(0)
 
 
 class _Refused(Exception):
@@ -33,9 +30,9 @@ def for_version(ctx: RequestContext, code: ErrorCode, fenced_since: int = 2) -> 
 
 @handles(24, 0, 3)
 async def add_partitions_to_txn(ctx: RequestContext, request: Any) -> Any:
-    cls = ctx.response_class
-    topic_cls = element(cls, "results_by_topic_v3_and_below")
-    partition_cls = element(topic_cls, "results_by_partition")
+    cls, topic_cls, partition_cls = ctx.response_classes(
+        "results_by_topic_v3_and_below", "results_by_partition"
+    )
     wanted = [
         (topic.name, partition)
         for topic in request.v3_and_below_topics
@@ -109,9 +106,7 @@ async def end_txn(ctx: RequestContext, request: Any) -> Any:
 
 @handles(28, 0, 5)
 async def txn_offset_commit(ctx: RequestContext, request: Any) -> Any:
-    cls = ctx.response_class
-    topic_cls = element(cls, "topics")
-    partition_cls = element(topic_cls, "partitions")
+    cls, topic_cls, partition_cls = ctx.response_classes("topics", "partitions")
     refused, offsets = offsets_to_commit(ctx, request, request.transactional_id)
     try:
         if not offsets:

@@ -13,7 +13,6 @@ which this broker does not speak (it does not advertise AddPartitionsToTxn v4+ e
 from __future__ import annotations
 
 import asyncio
-import datetime
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,10 +21,8 @@ from onceflow.broker.registry import handles
 from onceflow.broker.security import rules
 from onceflow.coordinator.group_log import CONSUMER_OFFSETS_TOPIC
 from onceflow.log.batch import CONTROL_ABORT, CONTROL_COMMIT
-from onceflow.protocol.codec import build, element
+from onceflow.protocol.codec import NO_THROTTLE, build, element
 from onceflow.protocol.errors import ErrorCode, KafkaError
-
-NO_THROTTLE = datetime.timedelta(0)
 
 
 @dataclass(slots=True)

@@ -62,7 +62,7 @@ class Authorizer:
         key = (principal, host, operation, resource_type, name)
         allowed = self._cache.get(key)
         if allowed is None:
-            allowed = self._cache[key] = self._decide(*key)
+            allowed = self._cache[key] = self._decide(key)
         if not allowed and log_denied:
             log.info(
                 "Principal = %s is Denied operation = %s from host = %s on resource = %s:%s",
@@ -74,14 +74,8 @@ class Authorizer:
             )
         return allowed
 
-    def _decide(
-        self,
-        principal: str,
-        host: str,
-        operation: Operation,
-        resource_type: ResourceType,
-        name: str,
-    ) -> bool:
+    def _decide(self, key: Key) -> bool:
+        principal, host, operation, resource_type, name = key
         if principal in self.super_users:
             return True
         covering = [

@@ -57,6 +57,11 @@ class CellError(RuntimeError):
     """The cell could not be run as designed (not an audit finding)."""
 
 
+# What a cell's result says in the JSON report, in this order (then its seconds).
+RESULT_FIELDS = ("scenario", "step", "number", "label", "fault", "expected", "observed", "counts",
+                 "matches", "error", "note")  # fmt: skip
+
+
 @dataclass
 class CellResult:
     scenario: str
@@ -76,20 +81,8 @@ class CellResult:
         return self.error is None and self.observed == self.expected
 
     def to_dict(self) -> dict[str, object]:
-        return {
-            "scenario": self.scenario,
-            "step": self.step,
-            "number": self.number,
-            "label": self.label,
-            "fault": self.fault,
-            "expected": self.expected,
-            "observed": self.observed,
-            "counts": self.counts,
-            "matches": self.matches,
-            "error": self.error,
-            "note": self.note,
-            "seconds": round(self.seconds, 1),
-        }
+        shown = {name: getattr(self, name) for name in RESULT_FIELDS}
+        return {**shown, "seconds": round(self.seconds, 1)}
 
 
 def verdict(counts: dict[str, int]) -> str:
@@ -107,27 +100,15 @@ def verdict(counts: dict[str, int]) -> str:
     return OK
 
 
-@dataclass
 class CellNames:
     """Topic, group and transactional-id names that are this cell's alone."""
 
-    prefix: str
-
-    @property
-    def input(self) -> str:
-        return f"{self.prefix}.input"
-
-    @property
-    def output(self) -> str:
-        return f"{self.prefix}.output"
-
-    @property
-    def group(self) -> str:
-        return f"{self.prefix}.group"
-
-    @property
-    def transactional_id(self) -> str:
-        return f"{self.prefix}.txn"
+    def __init__(self, prefix: str) -> None:
+        self.prefix = prefix
+        self.input = f"{prefix}.input"
+        self.output = f"{prefix}.output"
+        self.group = f"{prefix}.group"
+        self.transactional_id = f"{prefix}.txn"
 
 
 class ChaosEnvironment:

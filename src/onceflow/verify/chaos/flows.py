@@ -31,6 +31,7 @@ from onceflow.db import Database, Transaction
 from onceflow.patterns.inbox import Inbox
 from onceflow.patterns.offsets import OffsetStore
 from onceflow.patterns.outbox import Outbox
+from onceflow.patterns.runner_output import idempotent_producer
 from onceflow.patterns.transactional import KafkaTransaction
 
 log = logging.getLogger(__name__)
@@ -317,12 +318,5 @@ class ArticleFlow:
 
     def _direct_producer(self) -> Producer:
         if self._producer is None:
-            self._producer = Producer(
-                {
-                    "bootstrap.servers": self.settings.bootstrap,
-                    "enable.idempotence": True,
-                    "acks": "all",
-                    "linger.ms": 0,
-                }
-            )
+            self._producer = idempotent_producer(self.settings.bootstrap, {"linger.ms": 0})
         return self._producer

@@ -312,73 +312,57 @@ SPARK = (
     ),
 )
 
+
+def fault_scenario(fault: str, title: str, *cells: tuple[str, str, str]) -> Scenario:
+    """A fault that is not a worker crash, injected at each (step, label, output) given; the
+    output must come out exactly once. The first cell is in the quick subset."""
+    return Scenario(
+        f"fault/{fault}",
+        title,
+        ("db", "topic"),
+        tuple(
+            Cell(step, label, {output: OK}, fault=fault, quick=number == 0)
+            for number, (step, label, output) in enumerate(cells)
+        ),
+        exactly_once=True,
+    )
+
+
 FAULTS = (
-    Scenario(
-        "fault/broker_kill",
+    fault_scenario(
+        "broker_kill",
         "Broker SIGKILL during a commit",
-        ("db", "topic"),
-        (
-            Cell("kafka_transactions:after_send_offsets", "EndTxn in flight",
-                 {"topic": OK}, fault="broker_kill", quick=True),
-            Cell("db_offsets:after_db_commit", "offset commit in flight",
-                 {"db": OK}, fault="broker_kill"),
-        ),
-        exactly_once=True,
+        ("kafka_transactions:after_send_offsets", "EndTxn in flight", "topic"),
+        ("db_offsets:after_db_commit", "offset commit in flight", "db"),
     ),
-    Scenario(
-        "fault/database_unavailable",
+    fault_scenario(
+        "database_unavailable",
         "Database unavailable for 3 s",
-        ("db", "topic"),
-        (
-            Cell("db_offsets:after_consume", "while a batch is processed",
-                 {"db": OK}, fault="database_unavailable", quick=True),
-            Cell("inbox:after_consume", "while a batch is processed",
-                 {"db": OK}, fault="database_unavailable"),
-        ),
-        exactly_once=True,
+        ("db_offsets:after_consume", "while a batch is processed", "db"),
+        ("inbox:after_consume", "while a batch is processed", "db"),
     ),
-    Scenario(
-        "fault/network_cut",
+    fault_scenario(
+        "network_cut",
         "Network cut worker-broker for 3 s",
-        ("db", "topic"),
-        (
-            Cell("kafka_transactions:after_produce", "inside a Kafka transaction",
-                 {"topic": OK}, fault="network_cut", quick=True),
-            Cell("db_offsets:after_work", "inside a database transaction",
-                 {"db": OK}, fault="network_cut"),
-        ),
-        exactly_once=True,
+        ("kafka_transactions:after_produce", "inside a Kafka transaction", "topic"),
+        ("db_offsets:after_work", "inside a database transaction", "db"),
     ),
 )
 
 STORAGE_FAULTS = (
-    Scenario(
-        "fault/disk_full",
+    fault_scenario(
+        "disk_full",
         "Broker disk full for 3 s",
-        ("db", "topic"),
-        (
-            Cell("kafka_transactions:after_consume", "during produce and EndTxn",
-                 {"topic": OK}, fault="disk_full", quick=True),
-            Cell("kafka_transactions:after_send_offsets", "EndTxn in flight",
-                 {"topic": OK}, fault="disk_full"),
-            Cell("inbox:after_db_commit", "offset commit in flight",
-                 {"db": OK}, fault="disk_full"),
-        ),
-        exactly_once=True,
+        ("kafka_transactions:after_consume", "during produce and EndTxn", "topic"),
+        ("kafka_transactions:after_send_offsets", "EndTxn in flight", "topic"),
+        ("inbox:after_db_commit", "offset commit in flight", "db"),
     ),
-    Scenario(
-        "fault/power_loss",
+    fault_scenario(
+        "power_loss",
         "Broker power loss (files cut to their last fsync)",
-        ("db", "topic"),
-        (
-            Cell("kafka_transactions:after_send_offsets", "during a transaction's commit",
-                 {"topic": OK}, fault="power_loss", quick=True),
-            Cell("kafka_transactions:after_produce", "inside a Kafka transaction",
-                 {"topic": OK}, fault="power_loss"),
-            Cell("inbox:after_db_commit", "during an offset commit (group commit)",
-                 {"db": OK}, fault="power_loss"),
-        ),
-        exactly_once=True,
+        ("kafka_transactions:after_send_offsets", "during a transaction's commit", "topic"),
+        ("kafka_transactions:after_produce", "inside a Kafka transaction", "topic"),
+        ("inbox:after_db_commit", "during an offset commit (group commit)", "db"),
     ),
 )
 

@@ -1,0 +1,96 @@
+"""Where the Runner's ``ctx.produce`` sends a record: into the Kafka transaction
+(kafka_transactions), into the outbox table in the batch's database transaction
+(``outbox=True``), or to an idempotent producer that is flushed before the batch's offsets
+are committed (otherwise)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from confluent_kafka import Producer
+
+from onceflow.db import ConfigurationError, DatabaseError, Transaction
+from onceflow.patterns.outbox import Outbox
+from onceflow.patterns.transactional import KafkaTransaction
+from onceflow.producing import produce_waiting
+
+
+def idempotent_producer(bootstrap: str, config: Mapping[str, Any]) -> Producer:
+    """An idempotent producer with acks=all; ``config`` adds to those settings."""
+    return Producer(
+        {"bootstrap.servers": bootstrap, "enable.idempotence": True, "acks": "all", **config}
+    )
+
+
+class BatchOutput:
+    def __init__(
+        self,
+        bootstrap: str,
+        producer_config: Mapping[str, Any],
+        txn: KafkaTransaction | None = None,
+        outbox: Outbox | None = None,
+    ) -> None:
+        self.bootstrap = bootstrap
+        self.producer_config = producer_config
+        self.txn = txn
+        self.outbox = outbox
+        self._producer: Producer | None = None  # the direct producer, made on first use
+        self._errors: list[str] = []
+
+    def produce(
+        self,
+        tx: Transaction | None,
+        topic: str,
+        value: bytes | str | None,
+        key: bytes | str | None,
+        headers: Sequence[tuple[str, bytes | None]] | None,
+    ) -> None:
+        value = value.encode() if isinstance(value, str) else value
+        key = key.encode() if isinstance(key, str) else key
+        if self.txn is not None:
+            self.txn.produce(topic, value, key, headers)
+        elif self.outbox is not None:
+            if tx is None:
+                raise ConfigurationError("outbox produce needs the database transaction")
+            self.outbox.add(tx, topic, key, value, headers)
+        else:
+            self._produce_direct(topic, value, key, headers)
+
+    def _produce_direct(
+        self,
+        topic: str,
+        value: bytes | None,
+        key: bytes | None,
+        headers: Sequence[tuple[str, bytes | None]] | None,
+    ) -> None:
+        if self._producer is None:
+            self._producer = idempotent_producer(
+                self.bootstrap, {"linger.ms": 5, **self.producer_config}
+            )
+
+        def report(error: Any, _message: Any) -> None:
+            if error is not None:
+                self._errors.append(str(error))
+
+        kwargs: dict[str, Any] = {"value": value, "key": key, "on_delivery": report}
+        if headers:
+            kwargs["headers"] = list(headers)
+        produce_waiting(self._producer, topic, **kwargs)
+
+    def flush_direct(self) -> None:
+        """Wait for the direct producer's records; a failure rolls the batch back."""
+        if self._producer is None:
+            return
+        remaining = self._producer.flush(30)
+        errors, self._errors = self._errors, []
+        if remaining or errors:
+            raise DatabaseError(  # rolls the batch back; it will be processed again
+                f"producing failed ({remaining} unacknowledged, errors: {errors[:3]})"
+            )
+
+    def close(self) -> None:
+        if self.txn is not None:
+            self.txn.close()
+        if self._producer is not None:
+            self._producer.flush(10)
