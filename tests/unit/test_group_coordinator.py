@@ -37,6 +37,7 @@ from onceflow.coordinator.group_requests import (
     TxnOffsetCommitRequest,
 )
 from onceflow.log.batch import CONTROL_ABORT, CONTROL_COMMIT
+from onceflow.log.durability import FAIL_ENV
 from onceflow.log.manager import LogManager
 from onceflow.protocol.errors import ErrorCode
 
@@ -581,6 +582,49 @@ def test_offsets_and_groups_survive_a_restart_and_deletion_is_durable(tmp_path: 
                 ErrorCode.none,
                 {("t", 2): ErrorCode.group_subscribed_to_topic},
             )
+        finally:
+            await close(broker, groups)
+
+    run(scenario())
+
+
+def test_deletions_the_disk_refuses_leave_groups_and_offsets_as_they_were(
+    tmp_path: Path, monkeypatch
+) -> None:
+    trigger = tmp_path / "fail-fsync"
+    monkeypatch.setenv(FAIL_ENV, str(trigger))
+
+    fsync = {"log.flush.policy": "always"}
+
+    async def scenario() -> None:
+        broker, groups = await open_coordinator(tmp_path / "data", **fsync)
+        try:
+            for group_id in ("gone", "old"):
+                await commit(groups, group_id, "", None, -1, {("t", 0): (4, -1, "")})
+                await commit(groups, group_id, "", None, -1, {("t", 1): (5, -1, "")})
+            trigger.touch()
+            # a refused coordinator write is NOT_COORDINATOR to the client, as in Kafka
+            assert await groups.delete_groups(["gone"]) == {"gone": ErrorCode.not_coordinator}
+            top, _ = await groups.offsets.delete("old", [("t", 0)])
+            assert top == ErrorCode.not_coordinator
+            for group_id in ("gone", "old"):
+                assert groups.groups[group_id].state == GroupState.EMPTY
+                assert [o[:2] for o in groups.offsets.fetch(group_id, None, False)] == [
+                    (("t", 0), 4),
+                    (("t", 1), 5),
+                ]
+            trigger.unlink()
+            assert await groups.delete_groups(["gone"]) == {"gone": ErrorCode.none}
+            assert await groups.offsets.delete("old", [("t", 0)]) == (
+                ErrorCode.none,
+                {("t", 0): ErrorCode.none},
+            )
+        finally:
+            await close(broker, groups)
+        broker, groups = await open_coordinator(tmp_path / "data", **fsync)
+        try:
+            assert "gone" not in groups.groups
+            assert [o[:2] for o in groups.offsets.fetch("old", None, False)] == [(("t", 1), 5)]
         finally:
             await close(broker, groups)
 

@@ -155,16 +155,23 @@ class GroupCoordinator:
             except KafkaError as error:
                 results[group_id] = error.code
                 continue
-            group.offsets.clear()
+            # Dead until the tombstones are durable: joins and commits meanwhile get the
+            # retriable COORDINATOR_NOT_AVAILABLE, and a refused write leaves it as it was.
             group.transition(GroupState.DEAD, self.clock.now_ms())
-            del self.groups[group_id]
-            waits.append((group_id, appended.durable()))
-            results[group_id] = ErrorCode.none
-            log.info("deleted group %s", group_id)
+            waits.append((group, appended.durable()))
         outcomes = await asyncio.gather(*(wait for _, wait in waits), return_exceptions=True)
-        for (group_id, _), outcome in zip(waits, outcomes, strict=True):
-            if isinstance(outcome, KafkaError):
-                results[group_id] = outcome.code
+        for (group, _), outcome in zip(waits, outcomes, strict=True):
+            if isinstance(outcome, BaseException):
+                group.state = GroupState.EMPTY
+                code = outcome.code if isinstance(outcome, KafkaError) else None
+                results[group.group_id] = code or ErrorCode.not_coordinator
+                log.warning("group %s not deleted: %s", group.group_id, outcome)
+                continue
+            group.offsets.clear()
+            if self.groups.get(group.group_id) is group:
+                del self.groups[group.group_id]
+            results[group.group_id] = ErrorCode.none
+            log.info("deleted group %s", group.group_id)
         return results
 
 

@@ -285,12 +285,16 @@ class OffsetStore:
             return ErrorCode.non_empty_group, {}
         results = {tp: ErrorCode.group_subscribed_to_topic for tp in partitions if tp[0] in busy}
         deletable = [tp for tp in partitions if tp not in results]
-        removed = [tp for tp in deletable if group.offsets.pop(tp, None) is not None]
+        removed = {tp: group.offsets.pop(tp) for tp in deletable if tp in group.offsets}
         if removed:
             tombstones = [KeyValue(offset_key(group_id, t, p), None) for t, p in removed]
             try:
                 await self.group_log.append_durably(group_id, tombstones)
             except KafkaError as error:
+                # The tombstones are not on disk: the offsets stay (a later commit of the
+                # same partition stood behind them in the log and was refused too).
+                for tp, committed in removed.items():
+                    group.offsets.setdefault(tp, committed)
                 return error.code, {}
         results.update(dict.fromkeys(deletable, ErrorCode.none))
         return ErrorCode.none, results
