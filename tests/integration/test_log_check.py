@@ -1,12 +1,15 @@
 """Damage in a real broker's data directory: a flipped byte in acknowledged data takes the
 partition offline (KAFKA_STORAGE_ERROR, an ERROR log, nothing cut) while the rest of the
 broker keeps serving; `onceflow log check` reports it and `--repair` cuts it with a
-quarantine copy. A torn tail after the recovery point is cut at start-up, loudly."""
+quarantine copy. A torn tail after the recovery point is cut at start-up, loudly. One
+process at a time holds a data directory."""
 
 from __future__ import annotations
 
 import subprocess
 import sys
+
+import pytest
 
 from onceflow.log.batch import parse_header
 from onceflow.protocol.client import WireClient
@@ -98,3 +101,23 @@ def test_a_torn_tail_after_a_crash_is_cut_at_start_up_with_a_warning(tmp_path):
     assert "cut the tail after offset 3" in log
     (copy,) = (tmp_path / "data" / "quarantine" / "torn-0").glob("*.log")
     assert whole[:-7] == segment.read_bytes() + copy.read_bytes()
+
+
+def test_a_data_directory_in_use_is_refused_to_a_second_broker_and_to_log_check(tmp_path):
+    broker = BrokerProcess(tmp_path / "data").start()
+    fill(broker, "held", 1, 3)
+    second = BrokerProcess(tmp_path / "data", log_path=tmp_path / "second.log")
+    with pytest.raises(RuntimeError, match="broker did not start"):
+        second.start()
+    held_by = f"in use by another onceflow process (pid {broker.pid})"
+    assert held_by in second.log_path.read_text()
+    checked = log_check(tmp_path / "data", "--repair")
+    assert checked.returncode == 2 and held_by in checked.stderr, checked.stderr
+    with WireClient(broker.bootstrap) as client:  # the first broker serves on
+        assert produce(client, "held", 0, record_batch([b"more"])) == (0, 3)
+    broker.kill()  # the kernel drops a dead process's lock: nothing stale is left
+    assert log_check(tmp_path / "data").returncode == 0
+    broker.start()
+    with WireClient(broker.bootstrap) as client:
+        assert len(fetch_values(client, "held", 0)) == 4
+    broker.stop()

@@ -19,6 +19,7 @@ from onceflow.config import BrokerConfig
 from onceflow.coordinator.group import GroupCoordinator
 from onceflow.coordinator.producer_ids import ProducerIdManager
 from onceflow.coordinator.transaction import TransactionCoordinator
+from onceflow.log.dir_lock import DataDirLock
 from onceflow.log.durability import write_atomically
 from onceflow.log.manager import LogManager
 
@@ -48,6 +49,7 @@ class BrokerCore:
         self.authorizer: Authorizer | None = None
         self.node_id = self.config["broker.id"]
         self.cluster_id = ""
+        self.dir_lock = DataDirLock(self.data_dir)
         self.logs = LogManager(self.data_dir, self.config)
         self.producer_ids = ProducerIdManager(self.data_dir)
         self.groups = GroupCoordinator(self.logs, self.config)
@@ -62,20 +64,29 @@ class BrokerCore:
         """Security, cluster id, logs and coordinators; bad settings fail before any log
         is opened."""
         self.data_dir.mkdir(parents=True, exist_ok=True)
-        self._start_security()
-        self.cluster_id = self._load_cluster_id()
-        dynamic_configs.load(self.data_dir, self.config)
-        self.logs.load()
-        self.producer_ids.load()
-        self.logs.start()
-        for coordinator in self.coordinators:
-            await coordinator.start()
+        # DataDirInUse while another broker has it (one just killed gets time to exit)
+        self.dir_lock.acquire(wait_s=5.0)
+        try:
+            self._start_security()
+            self.cluster_id = self._load_cluster_id()
+            dynamic_configs.load(self.data_dir, self.config)
+            self.logs.load()
+            self.producer_ids.load()
+            self.logs.start()
+            for coordinator in self.coordinators:
+                await coordinator.start()
+        except BaseException:
+            self.dir_lock.release()
+            raise
 
     async def close(self) -> None:
-        for coordinator in reversed(self.coordinators):
-            await coordinator.stop()
-        await self.logs.stop()
-        self.logs.close()
+        try:
+            for coordinator in reversed(self.coordinators):
+                await coordinator.stop()
+            await self.logs.stop()
+            self.logs.close()
+        finally:
+            self.dir_lock.release()
 
     def _start_security(self) -> None:
         if settings.needs(self.listeners, "uses_tls"):

@@ -103,6 +103,7 @@ def broker(
         parse_add_scram,
     )
     from onceflow.config import BrokerConfig
+    from onceflow.log.dir_lock import DataDirInUse
 
     logging.basicConfig(
         level=log_level.upper(),
@@ -136,7 +137,7 @@ def broker(
 
     try:
         asyncio.run(run())
-    except SecuritySettingError as error:
+    except (SecuritySettingError, DataDirInUse) as error:
         raise click.ClickException(f"cannot start broker: {error}") from None
     except OSError as error:
         raise click.ClickException(f"cannot start broker: {error}") from None

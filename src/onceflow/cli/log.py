@@ -130,8 +130,28 @@ def check_command(data_dir: Path, repair: bool) -> None:
     `--repair` cuts it.
 
     Exit status: 0 if nothing is damaged (or everything damaged was repaired), 1 if a
-    partition is damaged, 2 if the directory cannot be read.
+    partition is damaged, 2 if the directory cannot be read or a broker is using it.
     """
+    from onceflow.log.dir_lock import DataDirInUse, DataDirLock
+
+    lock = DataDirLock(data_dir)  # a running broker's tail would look torn
+    try:
+        lock.acquire()
+    except DataDirInUse as error:
+        click.echo(f"Error: cannot check: {error}", err=True)
+        sys.exit(EXIT_UNREADABLE)
+    except OSError as error:  # a read-only copy can be checked, not repaired
+        if repair:
+            click.echo(f"Error: cannot repair {data_dir}: {error}", err=True)
+            sys.exit(EXIT_UNREADABLE)
+    try:
+        status = _check(data_dir, repair)
+    finally:
+        lock.release()
+    sys.exit(status)
+
+
+def _check(data_dir: Path, repair: bool) -> int:
     from onceflow.log.check import check_data_dir
     from onceflow.log.check import repair as repair_partition
 
@@ -139,7 +159,7 @@ def check_command(data_dir: Path, repair: bool) -> None:
         reports = check_data_dir(data_dir)
     except (OSError, ValueError) as error:
         click.echo(f"Error: cannot check {data_dir}: {error}", err=True)
-        sys.exit(EXIT_UNREADABLE)
+        return EXIT_UNREADABLE
     damaged = 0
     for report in reports:
         click.echo(report.describe())
@@ -152,4 +172,4 @@ def check_command(data_dir: Path, repair: bool) -> None:
         else:
             damaged += 1
     click.echo(f"{len(reports)} partitions checked, {damaged} damaged")
-    sys.exit(EXIT_DAMAGED if damaged else EXIT_OK)
+    return EXIT_DAMAGED if damaged else EXIT_OK
