@@ -4,6 +4,7 @@ builds on it; nothing here knows about sockets."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import ssl
 import uuid
@@ -65,7 +66,7 @@ class BrokerCore:
         is opened."""
         self.data_dir.mkdir(parents=True, exist_ok=True)
         # DataDirInUse while another broker has it (one just killed gets time to exit)
-        self.dir_lock.acquire(wait_s=5.0)
+        await asyncio.to_thread(self.dir_lock.acquire, 5.0)
         try:
             self._start_security()
             self.cluster_id = self._load_cluster_id()
