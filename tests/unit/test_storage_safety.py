@@ -14,7 +14,12 @@ import pytest
 from onceflow.config import BrokerConfig, TopicConfig
 from onceflow.log.batch import parse_header
 from onceflow.log.durability import FAIL_ENV
-from onceflow.log.manager import RECOVERY_POINT_FILE, LogManager, read_recovery_points
+from onceflow.log.manager import (
+    RECOVERY_POINT_FILE,
+    REGISTRY_FILE,
+    LogManager,
+    read_recovery_points,
+)
 from onceflow.log.partition_log import PartitionLog
 from onceflow.protocol.errors import ErrorCode, KafkaError
 from tests.unit.test_segment_recovery import append, producer_batch, values
@@ -230,3 +235,49 @@ def test_the_recovery_point_checkpoint_follows_fsyncs_and_topic_lifecycle(tmp_pa
     asyncio.run(run())
     lines = (tmp_path / RECOVERY_POINT_FILE).read_text().splitlines()
     assert lines[0] == "0" and int(lines[1]) == len(lines) - 2  # Kafka's format
+
+
+def test_topic_changes_the_disk_refuses_are_undone(tmp_path, monkeypatch):
+    """topics.json is written after each change of topics; when that write fails the
+    change is undone in memory and on disk, and the request fails with KAFKA_STORAGE_ERROR
+    (an added partition that reached memory alone would take writes a restart forgets)."""
+    import onceflow.log.manager as manager_module
+
+    manager = LogManager(tmp_path / "data", BrokerConfig.from_strings({}))
+    manager.load()
+    manager.create_topic("kept", 1, configs={"retention.ms": "1000"})
+    real_write = manager_module.write_atomically
+
+    def refuse_registry(path, data):
+        if path.name == REGISTRY_FILE:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real_write(path, data)
+
+    monkeypatch.setattr(manager_module, "write_atomically", refuse_registry)
+    changes = (
+        lambda: manager.create_topic("new", 2),
+        lambda: manager.add_partitions("kept", 3),
+        lambda: manager.set_topic_configs("kept", {"retention.ms": 5}),
+        lambda: manager.delete_topic("kept"),
+    )
+    for change in changes:
+        with pytest.raises(KafkaError) as error:
+            change()
+        assert error.value.code == ErrorCode.kafka_storage_error
+        assert "No space left on device" in error.value.message
+
+    def as_before(logs: LogManager) -> None:
+        assert sorted(logs.topics) == ["kept"]
+        assert len(logs.topics["kept"].partitions) == 1
+        assert logs.topics["kept"].config.overrides == {"retention.ms": 1000}
+        assert sorted(p.name for p in (tmp_path / "data").glob("*-*") if p.is_dir()) == ["kept-0"]
+
+    as_before(manager)
+    manager.close()
+    monkeypatch.undo()
+    reopened = LogManager(tmp_path / "data", BrokerConfig.from_strings({}))
+    reopened.load()
+    as_before(reopened)
+    reopened.add_partitions("kept", 2)  # the same changes go through once the disk takes them
+    assert len(reopened.topics["kept"].partitions) == 2
+    reopened.close()

@@ -214,13 +214,32 @@ class LogManager:
         if partitions == -1:
             partitions = self.config["num.partitions"]
         topic = Topic(name, uuid.uuid4(), TopicConfig(self.config, typed), internal=internal)
-        for number in range(partitions):
-            topic.partitions.append(self._new_partition(topic, number))
-        self.topics[name] = topic
-        self._save_registry()
-        self.write_recovery_points()
+        try:
+            for number in range(partitions):
+                topic.partitions.append(self._new_partition(topic, number))
+            self.topics[name] = topic
+            self._save_registry()
+        except OSError as error:
+            self.topics.pop(name, None)
+            _delete_partitions(topic.partitions)
+            raise _storage_error(f"create topic {name}", error) from None
+        self._checkpoint_after(f"creating topic {name}")
         log.info("created topic %s with %d partitions", name, partitions)
         return topic
+
+    def _checkpoint_after(self, change: str) -> None:
+        """The recovery points right after a change of topics (a recreated topic's old
+        point must not outlive it); topics.json already holds the change, so a refused
+        write is retried by the periodic checkpoint instead of failing the request."""
+        try:
+            self.write_recovery_points()
+        except OSError as error:
+            log.error(
+                "cannot write %s after %s: %s (the periodic checkpoint retries)",
+                RECOVERY_POINT_FILE,
+                change,
+                error,
+            )
 
     def _new_partition(self, topic: Topic, number: int) -> PartitionLog:
         directory = self.data_dir / f"{topic.name}-{number}"
@@ -234,11 +253,15 @@ class LogManager:
         if not self.config["delete.topic.enable"]:
             raise KafkaError(ErrorCode.topic_deletion_disabled, "delete.topic.enable is false")
         del self.topics[name]
-        self._save_registry()
+        try:
+            self._save_registry()
+        except OSError as error:
+            self.topics[name] = topic
+            raise _storage_error(f"delete topic {name}", error) from None
         for partition in topic.partitions:
             self._dirty.discard(partition)
             partition.delete()
-        self.write_recovery_points()
+        self._checkpoint_after(f"deleting topic {name}")
         log.info("deleted topic %s", name)
 
     def add_partitions(self, name: str, total: int) -> None:
@@ -252,15 +275,24 @@ class LogManager:
             )
         if total > MAX_PARTITIONS:
             raise KafkaError(ErrorCode.invalid_partitions, f"at most {MAX_PARTITIONS} partitions")
-        for number in range(current, total):
-            topic.partitions.append(self._new_partition(topic, number))
-        self._save_registry()
-        self.write_recovery_points()
+        try:
+            for number in range(current, total):
+                topic.partitions.append(self._new_partition(topic, number))
+            self._save_registry()
+        except OSError as error:
+            added, topic.partitions[current:] = topic.partitions[current:], []
+            _delete_partitions(added)
+            raise _storage_error(f"add partitions to {name}", error) from None
+        self._checkpoint_after(f"adding partitions to {name}")
 
     def set_topic_configs(self, name: str, overrides: dict[str, Any]) -> None:
         topic = self.get_topic(name)
-        topic.config.overrides = dict(overrides)
-        self._save_registry()
+        before, topic.config.overrides = topic.config.overrides, dict(overrides)
+        try:
+            self._save_registry()
+        except OSError as error:
+            topic.config.overrides = before
+            raise _storage_error(f"change the configs of {name}", error) from None
 
     # -- flushing -------------------------------------------------------------------------
 
@@ -409,6 +441,20 @@ class LogManager:
             self.write_recovery_points()
         except OSError as error:
             log.error("cannot write %s at shutdown: %s", RECOVERY_POINT_FILE, error)
+
+
+def _storage_error(change: str, error: OSError) -> KafkaError:
+    """topics.json refused a change, which was undone in memory: the request fails with
+    KAFKA_STORAGE_ERROR and the broker's topics stay as on disk."""
+    log.error("cannot %s: writing %s failed: %s", change, REGISTRY_FILE, error)
+    return KafkaError(ErrorCode.kafka_storage_error, f"cannot {change}: {error}")
+
+
+def _delete_partitions(partitions: list[PartitionLog]) -> None:
+    """Remove partitions created for a change that did not reach topics.json."""
+    for partition in partitions:
+        with contextlib.suppress(OSError):
+            partition.delete()
 
 
 def read_recovery_points(path: Path) -> dict[tuple[str, int], int]:
