@@ -202,11 +202,9 @@ class PartitionLog(PartitionReads):
         except (OSError, ValueError):
             return {}
 
-    def _write_checkpoint(self) -> None:
-        write_atomically(
-            self._checkpoint_path(),
-            json.dumps({"log_start_offset": self.log_start_offset}).encode(),
-        )
+    def _write_checkpoint(self, log_start_offset: int | None = None) -> None:
+        start = self.log_start_offset if log_start_offset is None else log_start_offset
+        write_atomically(self._checkpoint_path(), json.dumps({"log_start_offset": start}).encode())
 
     def _write_txn_entry(self, txn: AbortedTxn) -> None:
         self.txn_index.append(self._segment_for(txn.last_offset).base_offset, txn)
@@ -508,8 +506,14 @@ class PartitionLog(PartitionReads):
                 f"cannot delete records up to {offset}: high watermark is {self.high_watermark}",
             )
         if offset > self.log_start_offset:
+            try:  # durable first: records a restart would bring back stay visible until then
+                self._write_checkpoint(offset)
+            except OSError as error:
+                log.error("%s: cannot record the new log start offset: %s", self.name, error)
+                raise KafkaError(
+                    ErrorCode.kafka_storage_error, f"cannot delete records: {error}"
+                ) from None
             self.log_start_offset = offset
-            self._write_checkpoint()
             self._delete_segments_below(offset)
         return self.log_start_offset
 
