@@ -48,9 +48,10 @@ def test_quick_matrix_is_as_predicted(tmp_path):
     # the audit catches what the articles predict ...
     assert observed[("article/no_dedup", "produce")] == {
         "rest": "duplicated", "db": "duplicated", "topic": "duplicated"}  # fmt: skip
-    assert observed[("article/idempotent_consumer_kafka_transactions_db_first", "commit_db")][
-        "topic"
-    ] == "lost"
+    assert (
+        observed[("article/idempotent_consumer_kafka_transactions_db_first", "commit_db")]["topic"]
+        == "lost"
+    )
     assert observed[("runner/at_most_once", "after_kafka_commit")]["db"] == "lost"
     # ... and finds nothing where onceflow claims exactly-once
     for result in report["results"]:

@@ -84,9 +84,7 @@ def test_quick_selects_a_subset_covering_every_family():
     everything = select()
     assert 0 < len(quick) < len(everything)
     assert {scenario.family for scenario, _ in quick} == {s.family for s in SCENARIOS}
-    assert select(patterns=("no_dedup",)) == [
-        (ARTICLE[0], cell) for cell in ARTICLE[0].cells
-    ]
+    assert select(patterns=("no_dedup",)) == [(ARTICLE[0], cell) for cell in ARTICLE[0].cells]
 
 
 @pytest.mark.parametrize(

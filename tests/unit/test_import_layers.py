@@ -28,7 +28,6 @@ LAYERS = [
 ]
 
 
-
 def module_names(root: Path) -> dict[str, Path]:
     modules = {}
     for path in sorted((root / PACKAGE).rglob("*.py")):

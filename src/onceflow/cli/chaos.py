@@ -24,23 +24,57 @@ FAMILIES = ("article", "runner", "relay", "spark", "fault")
 
 @click.command("chaos")
 @click.option("--quick", is_flag=True, help="A representative subset (27 cells, about 3 minutes).")
-@click.option("--pattern", "patterns", multiple=True, metavar="NAME",
-              help="Only this pattern (e.g. article/no_dedup or db_offsets). Repeatable.")
-@click.option("--family", "families", multiple=True, type=click.Choice(FAMILIES),
-              help="Only this family of rows. Repeatable.")
-@click.option("--database-url", default=None, metavar="URL",
-              help="A PostgreSQL server (postgresql://...): one database per cell is created "
-                   "there. Default: a SQLite file per cell.")
-@click.option("--jobs", default=2, show_default=True, type=click.IntRange(1, 16),
-              help="Cells run side by side.")
-@click.option("--out", "out_prefix", default="chaos-matrix", show_default=True,
-              metavar="PREFIX", help="Writes PREFIX.json, PREFIX.md and PREFIX.png.")
-@click.option("--work-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
-              help="Where cells keep their broker, databases and logs (default: a temporary "
-                   "directory, deleted unless a cell differs from its prediction).")
+@click.option(
+    "--pattern",
+    "patterns",
+    multiple=True,
+    metavar="NAME",
+    help="Only this pattern (e.g. article/no_dedup or db_offsets). Repeatable.",
+)
+@click.option(
+    "--family",
+    "families",
+    multiple=True,
+    type=click.Choice(FAMILIES),
+    help="Only this family of rows. Repeatable.",
+)
+@click.option(
+    "--database-url",
+    default=None,
+    metavar="URL",
+    help="A PostgreSQL server (postgresql://...): one database per cell is created "
+    "there. Default: a SQLite file per cell.",
+)
+@click.option(
+    "--jobs",
+    default=2,
+    show_default=True,
+    type=click.IntRange(1, 16),
+    help="Cells run side by side.",
+)
+@click.option(
+    "--out",
+    "out_prefix",
+    default="chaos-matrix",
+    show_default=True,
+    metavar="PREFIX",
+    help="Writes PREFIX.json, PREFIX.md and PREFIX.png.",
+)
+@click.option(
+    "--work-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="Where cells keep their broker, databases and logs (default: a temporary "
+    "directory, deleted unless a cell differs from its prediction).",
+)
 @click.option("--list", "list_only", is_flag=True, help="List the cells and exit.")
-@click.option("--redraw", type=click.Path(exists=True, dir_okay=False), default=None,
-              metavar="JSON", help="Redraw PREFIX.md and PREFIX.png from a saved JSON run.")
+@click.option(
+    "--redraw",
+    type=click.Path(exists=True, dir_okay=False),
+    default=None,
+    metavar="JSON",
+    help="Redraw PREFIX.md and PREFIX.png from a saved JSON run.",
+)
 def chaos_command(
     quick: bool,
     patterns: tuple[str, ...],

@@ -54,7 +54,6 @@ class _SinkWriter:
 
 
 class DatabaseStreamWriter(_SinkWriter, DataSourceStreamArrowWriter):
-
     def write(self, iterator: Iterator[Any]) -> StagedWrite | DirectWrite:
         # Complete output mode replaces the table each batch: only staging can do that.
         direct = self.options.strategy == "direct" and not self.overwrite

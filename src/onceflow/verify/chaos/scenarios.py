@@ -260,7 +260,11 @@ RELAY = Scenario(
     tuple(
         Cell(step, step.replace("_", " "), {"topic": OK}, quick=step == "after_flush")
         for step in (
-            "after_claim", "after_select", "after_produce", "after_flush", "after_mark",
+            "after_claim",
+            "after_select",
+            "after_produce",
+            "after_flush",
+            "after_mark",
             "after_db_commit",
         )
     ),
