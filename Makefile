@@ -52,6 +52,7 @@ unit: venv
 
 lint: venv
 	$(BIN)/ruff check src tests benchmarks examples scripts
+	$(BIN)/ruff format --check src tests benchmarks examples scripts
 
 # The full chaos matrix (every pattern x every step, Spark included; about 15 minutes),
 # written to docs/guarantees.{md,json,png}.
