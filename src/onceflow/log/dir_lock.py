@@ -26,7 +26,7 @@ class DataDirLock:
         self.path = Path(data_dir) / LOCK_FILE
         self._fd: int | None = None
 
-    def acquire(self, wait_s: float = 0.0) -> DataDirLock:
+    def acquire(self, wait_s: float = 0.0) -> None:
         """Take the lock, trying for up to ``wait_s`` (a process just killed may not have
         exited yet); DataDirInUse if another process still holds it."""
         fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
@@ -46,7 +46,6 @@ class DataDirLock:
         os.ftruncate(fd, 0)
         os.write(fd, f"{os.getpid()}\n".encode())
         self._fd = fd
-        return self
 
     def release(self) -> None:
         if self._fd is not None:

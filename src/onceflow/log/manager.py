@@ -231,15 +231,13 @@ class LogManager:
         """The recovery points right after a change of topics (a recreated topic's old
         point must not outlive it); topics.json already holds the change, so a refused
         write is retried by the periodic checkpoint instead of failing the request."""
+        self._write_recovery_points_or_log(f"after {change} (the periodic checkpoint retries)")
+
+    def _write_recovery_points_or_log(self, when: str) -> None:
         try:
             self.write_recovery_points()
         except OSError as error:
-            log.error(
-                "cannot write %s after %s: %s (the periodic checkpoint retries)",
-                RECOVERY_POINT_FILE,
-                change,
-                error,
-            )
+            log.error("cannot write %s %s: %s", RECOVERY_POINT_FILE, when, error)
 
     def _new_partition(self, topic: Topic, number: int) -> PartitionLog:
         directory = self.data_dir / f"{topic.name}-{number}"
@@ -437,10 +435,7 @@ class LogManager:
     def close(self) -> None:
         for partition in self.all_partitions():
             partition.close()
-        try:
-            self.write_recovery_points()
-        except OSError as error:
-            log.error("cannot write %s at shutdown: %s", RECOVERY_POINT_FILE, error)
+        self._write_recovery_points_or_log("at shutdown")
 
 
 def _storage_error(change: str, error: OSError) -> KafkaError:
