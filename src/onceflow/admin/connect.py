@@ -10,12 +10,21 @@ as every bootstrap broker has failed instead of after the request timeout.
 from __future__ import annotations
 
 import concurrent.futures
+import ssl
 import time
 from collections.abc import Mapping
 from typing import Any
 
-from onceflow.admin.errors import AdminError, NotFound, Refused, Unreachable
-from onceflow.protocol.client import WireClient
+from onceflow.admin.errors import (
+    AdminError,
+    AuthenticationFailed,
+    NotAuthorized,
+    NotFound,
+    Refused,
+    Unreachable,
+)
+from onceflow.admin.listener_probe import expected_security
+from onceflow.protocol.client import AuthenticationError, WireClient
 
 QUIET = {"log_level": 0}  # librdkafka logs nothing unless asked (--debug)
 NOT_FOUND_ERRORS = {
@@ -25,15 +34,8 @@ NOT_FOUND_ERRORS = {
     "TRANSACTIONAL_ID_NOT_FOUND",
 }
 REFUSED_ERRORS = {"NON_EMPTY_GROUP", "UNKNOWN_MEMBER_ID", "REBALANCE_IN_PROGRESS"}
-UNREACHABLE_ERRORS = {
-    "_ALL_BROKERS_DOWN",
-    "_TRANSPORT",
-    "_RESOLVE",
-    "_TIMED_OUT",
-    "_AUTHENTICATION",
-    "_SSL",
-    "SASL_AUTHENTICATION_FAILED",
-}
+AUTHENTICATION_ERRORS = {"_AUTHENTICATION", "_SSL", "SASL_AUTHENTICATION_FAILED"}
+UNREACHABLE_ERRORS = {"_ALL_BROKERS_DOWN", "_TRANSPORT", "_RESOLVE", "_TIMED_OUT"}
 
 
 def client_config(
@@ -62,7 +64,9 @@ def wire_client(conf: Mapping[str, Any], address: str | None = None) -> WireClie
         return WireClient.from_config({key: str(value) for key, value in conf.items()})
     except ValueError as error:  # settings that cannot work (e.g. SASL without a password)
         raise AdminError(str(error)) from None
-    except OSError as error:  # unreachable, TLS or SASL refused: the message says which
+    except (AuthenticationError, ssl.SSLError) as error:
+        raise AuthenticationFailed(f"cannot connect to {bootstrap_of(conf)}: {error}") from None
+    except OSError as error:  # unreachable: the message says why
         raise Unreachable(str(error)) from None
 
 
@@ -74,17 +78,50 @@ def describe_kafka_error(error: Any) -> tuple[str, str]:
     return "", str(error)
 
 
-def translate(error: BaseException, what: str) -> AdminError:
+def principal_of(conf: Mapping[str, Any]) -> str:
+    """The principal a Kafka broker's default rules give a client with ``conf``.
+
+    SASL: ``User:`` and the user name; TLS with a client certificate: ``User:`` and the
+    certificate's subject; otherwise ``User:ANONYMOUS``.
+    """
+    protocol = str(conf.get("security.protocol", "PLAINTEXT")).upper()
+    if protocol.startswith("SASL"):
+        user = conf.get("sasl.username")
+        return f"User:{user}" if user else "the SASL principal"
+    certificate = conf.get("ssl.certificate.location")
+    if protocol == "SSL" and certificate:
+        try:
+            from cryptography import x509
+
+            with open(str(certificate), "rb") as file:
+                leaf = x509.load_pem_x509_certificate(file.read())
+            return "User:" + leaf.subject.rfc4514_string()
+        except (OSError, ValueError):
+            return f"the principal of {certificate}"
+    return "User:ANONYMOUS"
+
+
+def translate(error: BaseException, what: str, principal: str | None = None) -> AdminError:
     """A KafkaException as the AdminError that says what to do about it."""
     name, text = describe_kafka_error(error)
+    if name.endswith("_AUTHORIZATION_FAILED"):
+        return not_authorized(what, name, principal)
     message = f"{what}: {text}" + (f" ({name})" if name and name not in text else "")
     if name in NOT_FOUND_ERRORS:
         return NotFound(message)
     if name in REFUSED_ERRORS:
         return Refused(message)
+    if name in AUTHENTICATION_ERRORS:
+        return AuthenticationFailed(message)
     if name in UNREACHABLE_ERRORS:
         return Unreachable(message)
     return AdminError(message)
+
+
+def not_authorized(what: str, code: str, principal: str | None) -> NotAuthorized:
+    """``describe group g: not authorized (GROUP_AUTHORIZATION_FAILED, principal User:x)``."""
+    who = f", principal {principal}" if principal else ""
+    return NotAuthorized(f"{what}: not authorized ({code}{who})")
 
 
 class ClusterSession:
@@ -103,17 +140,36 @@ class ClusterSession:
     def bootstrap(self) -> str:
         return bootstrap_of(self.conf)
 
+    @property
+    def principal(self) -> str:
+        return principal_of(self.conf)
+
     def _on_error(self, error: Any) -> None:
         name = error.name()
-        if name == "_ALL_BROKERS_DOWN" or name in ("_AUTHENTICATION", "_SSL"):
-            self._down.append(self._last_transport if name == "_ALL_BROKERS_DOWN" else error.str())
+        if name == "_AUTHENTICATION":
+            reason = _short(error.str())
+            failure = f"authentication failed at {self.bootstrap}: {reason}"
+            self._down.append(AuthenticationFailed(failure))
+        elif name == "_SSL":
+            reason = _short(error.str())
+            self._down.append(AuthenticationFailed(f"TLS with {self.bootstrap} failed: {reason}"))
+        elif name == "_ALL_BROKERS_DOWN":
+            self._down.append(self._all_down())
         elif name in ("_TRANSPORT", "_RESOLVE"):
             self._last_transport = error.str()
 
+    def _all_down(self) -> AdminError:
+        """Why no broker answered; a silent disconnect is probed for a security mismatch."""
+        if self._last_transport is not None:
+            return Unreachable(f"cannot reach {self.bootstrap}: {_short(self._last_transport)}")
+        mismatch = expected_security(self.conf)
+        if mismatch is not None:
+            return AuthenticationFailed(f"cannot connect to {self.bootstrap}: {mismatch}")
+        return Unreachable(f"cannot reach {self.bootstrap}: every broker is down")
+
     def _check_down(self) -> None:
         if self._down:
-            reason = self._down[0] or "every broker is down"
-            raise Unreachable(f"cannot reach {self.bootstrap}: {_short(reason)}")
+            raise self._down[0]
 
     def result(self, future: concurrent.futures.Future, what: str) -> Any:
         """The future's result; Unreachable early, AdminError subclasses for Kafka errors."""
@@ -127,7 +183,7 @@ class ClusterSession:
                 if type(error).__name__ != "KafkaException":
                     raise
                 self._check_down()
-                raise translate(error, what) from None
+                raise translate(error, what, self.principal) from None
             self.admin.poll(0)
             self._check_down()
             if time.monotonic() > deadline:
@@ -148,7 +204,42 @@ class ClusterSession:
         try:
             return self.admin.list_topics(timeout=self.timeout)
         except Exception as error:
-            raise translate(error, "metadata") from None
+            raise translate(error, "metadata", self.principal) from None
+
+    def require_topics(self, names: list[str]) -> None:
+        """NotFound for a topic that does not exist, NotAuthorized for one the principal
+        may not describe (Metadata for just these names, never creating them)."""
+        from confluent_kafka import TopicCollection
+
+        if not names:
+            return
+        futures = self.admin.describe_topics(
+            TopicCollection(list(names)), request_timeout=self.timeout
+        )
+        for name, future in futures.items():
+            try:
+                self.result(future, f"describe topic {name}")
+            except NotFound:
+                raise NotFound(f"topic {name!r} does not exist") from None
+
+    def require_visibility(self, what: str) -> None:
+        """Called when a listing came back empty: NotAuthorized if the principal may not
+        describe the cluster (Kafka's authorizer then shows it only what its ACLs allow,
+        so an empty answer says nothing about the cluster)."""
+        from confluent_kafka.admin import AclOperation
+
+        future = self.admin.describe_cluster(
+            include_authorized_operations=True, request_timeout=self.timeout
+        )
+        operations = self.result(future, "describe cluster").authorized_operations or []
+        if AclOperation.DESCRIBE in operations or AclOperation.ALL in operations:
+            return
+        raise NotAuthorized(
+            f"{what}: nothing is visible to principal {self.principal}: it may not describe "
+            "the cluster (no DESCRIBE ACL), so it sees only what its own ACLs allow, and "
+            "they allow nothing here; connect as another principal (--command-config) or "
+            "grant ACLs (onceflow acls create)"
+        )
 
     def wire(self, address: str | None = None) -> WireClient:
         return wire_client(self.conf, address)

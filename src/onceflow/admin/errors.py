@@ -11,9 +11,17 @@ class Unreachable(AdminError):
     """No broker of the cluster answered, or every one refused the connection."""
 
 
+class AuthenticationFailed(Unreachable):
+    """The connection was refused at TLS or SASL: wrong credentials or security.protocol."""
+
+
 class NotFound(AdminError):
     """The group, topic, partition or transactional id does not exist."""
 
 
 class Refused(AdminError):
     """The cluster is fine but the operation does not apply (e.g. the group is not empty)."""
+
+
+class NotAuthorized(AdminError):
+    """The principal may not do or see this (a Kafka ``*_AUTHORIZATION_FAILED`` error)."""

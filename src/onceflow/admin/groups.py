@@ -15,9 +15,13 @@ from onceflow.admin.errors import NotFound
 INACTIVE_STATES = ("Empty", "Dead")
 
 
+GROUP_TYPES = ("classic", "consumer")  # Kafka's group protocols (KIP-848: consumer)
+
+
 @dataclass(frozen=True, slots=True)
 class GroupListing:
     group: str
+    type: str  # the group protocol: "classic" or "consumer" (KIP-848), as --list --type
     state: str
     members: int
     assignor: str
@@ -72,10 +76,20 @@ def state_name(state: object) -> str:
     }.get(name, name.title().replace("_", ""))
 
 
-def list_groups(session: ClusterSession) -> list[GroupListing]:
+def group_type(listing: object) -> str:
+    """The protocol of a ConsumerGroupListing: classic, consumer, or unknown (old brokers)."""
+    kind = getattr(getattr(listing, "type", None), "name", "UNKNOWN")
+    return kind.lower()
+
+
+def list_groups(session: ClusterSession, types: tuple[str, ...] = ()) -> list[GroupListing]:
+    """Every group the principal may describe (only the ``types`` given, if any);
+    NotAuthorized when it may see none."""
     listing = session.result(
         session.admin.list_consumer_groups(request_timeout=session.timeout), "list groups"
     )
+    if not listing.valid:
+        session.require_visibility("list groups")
     ids = sorted(group.group_id for group in listing.valid)
     descriptions = {}
     if ids:
@@ -83,10 +97,13 @@ def list_groups(session: ClusterSession) -> list[GroupListing]:
         descriptions = session.results(futures, "describe groups")
     rows = []
     for group in sorted(listing.valid, key=lambda g: g.group_id):
+        if types and group_type(group) not in types:
+            continue
         description = descriptions.get(group.group_id)
         rows.append(
             GroupListing(
                 group=group.group_id,
+                type=group_type(group),
                 state=state_name(group.state),
                 members=len(description.members) if description else 0,
                 assignor=(description.partition_assignor if description else "") or "",

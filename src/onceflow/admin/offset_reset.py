@@ -55,6 +55,7 @@ class OffsetReset:
     partition: int
     current: int | None  # the committed offset, None if the group had none
     new: int
+    note: str = ""  # why ``new`` is not the offset asked for (clamped to the log)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -84,6 +85,11 @@ def plan_reset(
     Refused unless the group is inactive; NotFound for an unknown topic or partition.
     """
     state = group_state(session, group)
+    if state == "Dead" and topics is None:
+        raise NotFound(
+            f"consumer group {group!r} does not exist (--all-topics resets the partitions it "
+            "committed; name them with --topic to give a new group its first offsets)"
+        )
     if state not in INACTIVE_STATES:
         raise Refused(
             f"offsets can only be reset while group {group!r} is inactive "
@@ -92,8 +98,10 @@ def plan_reset(
     current = {tp: offset for tp, (offset, _) in committed(session, group).items()}
     partitions = sorted(current) if topics is None else _partitions(session, topics)
     return [
-        OffsetReset(topic, partition, current.get((topic, partition)), new)
-        for (topic, partition), new in sorted(_new_offsets(session, partitions, current, target))
+        OffsetReset(topic, partition, current.get((topic, partition)), new, note)
+        for (topic, partition), new, note in sorted(
+            _new_offsets(session, partitions, current, target)
+        )
     ]
 
 
@@ -120,6 +128,7 @@ def _partitions(
     for topic, wanted in topics:
         described = metadata.topics.get(topic)
         if described is None or described.error is not None:
+            session.require_topics([topic])  # not authorized, or unknown
             raise NotFound(f"topic {topic!r} does not exist")
         existing = set(described.partitions)
         for partition in wanted if wanted is not None else sorted(existing):
@@ -134,7 +143,8 @@ def _new_offsets(
     partitions: list[tuple[str, int]],
     current: dict[tuple[str, int], int],
     target: ResetTarget,
-) -> list[tuple[tuple[str, int], int]]:
+) -> list[tuple[tuple[str, int], int, str]]:
+    """(partition, new offset, note): the note says when the offset was clamped."""
     from confluent_kafka.admin import OffsetSpec
 
     earliest = log_offsets(session, partitions, OffsetSpec.earliest())
@@ -159,5 +169,11 @@ def _new_offsets(
         else:  # the first offset at or after the time; none: the log end
             found = by_time.get(tp, -1)
             new = found if found >= 0 else high
-        chosen.append((tp, min(max(new, low), high)))
+        kept = min(max(new, low), high)
+        note = ""
+        if new > high:
+            note = f"{new} is past the log end: clamped to {high}"
+        elif new < low:
+            note = f"{new} is before the log start: clamped to {low}"
+        chosen.append((tp, kept, note))
     return chosen

@@ -36,6 +36,7 @@ class TopicDescription:
 
 
 def list_topics(session: ClusterSession, internal: bool = False) -> list[TopicListing]:
+    """Every topic the principal may describe; NotAuthorized when it may see nothing."""
     rows = []
     for name, topic in session.list_topics().topics.items():
         is_internal = name.startswith("__")
@@ -44,13 +45,17 @@ def list_topics(session: ClusterSession, internal: bool = False) -> list[TopicLi
         partitions = topic.partitions
         replicas = len(partitions[min(partitions)].replicas) if partitions else 0
         rows.append(TopicListing(name, len(partitions), replicas, is_internal))
+    if not rows:
+        session.require_visibility("list topics")
     return sorted(rows, key=lambda row: row.name)
 
 
 def describe_topics(session: ClusterSession, names: list[str]) -> list[TopicDescription]:
-    """Partitions and topic-level configs of each topic; NotFound for an unknown one."""
+    """Partitions and topic-level configs of each topic; NotFound for an unknown one,
+    NotAuthorized for one the principal may not describe."""
     from confluent_kafka.admin import ConfigResource, ConfigSource, ResourceType
 
+    session.require_topics(names)
     metadata = session.list_topics()
     for name in names:
         described = metadata.topics.get(name)

@@ -14,7 +14,7 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from onceflow import clock
-from onceflow.admin.connect import ClusterSession
+from onceflow.admin.connect import ClusterSession, not_authorized
 from onceflow.admin.errors import AdminError, NotFound
 from onceflow.protocol.codec import fields_of
 
@@ -74,6 +74,7 @@ def cluster(session: ClusterSession, topic: str | None = None) -> Cluster:
     if topic is not None and (
         topic not in metadata.topics or metadata.topics[topic].error is not None
     ):
+        session.require_topics([topic])  # not authorized, or unknown
         raise NotFound(f"topic {topic!r} does not exist")
     leaders, replicas = {}, {}
     for name, described in metadata.topics.items():
@@ -99,7 +100,7 @@ def list_transactions(
                 producer_id_filters=producer_ids,
                 duration_filter=-1,
             )
-        _check(response.error_code, f"list transactions on broker {node}")
+        _check(response.error_code, f"list transactions on broker {node}", session.principal)
         found += [
             TransactionListing(s.transactional_id, s.producer_id, s.transaction_state, node)
             for s in response.transaction_states
@@ -120,6 +121,9 @@ def describe_transactions(
                 DescribeTransactionsRequest, transactional_ids=tuple(transactional_ids)
             )
         for state in response.transaction_states:
+            if ErrorCode(state.error_code).name.upper().endswith("_AUTHORIZATION_FAILED"):
+                where = f"describe transaction {state.transactional_id}"
+                _check(state.error_code, where, session.principal)
             if state.error_code != ErrorCode.none:
                 continue
             start_ms = int(state.transaction_start_time.timestamp() * 1000)
@@ -179,7 +183,7 @@ def _producers(
         for topic_response in response.topics:
             for partition in topic_response.partitions:
                 where = f"describe producers of {topic_response.name}:{partition.partition_index}"
-                _check(partition.error_code, where)
+                _check(partition.error_code, where, session.principal)
                 rows += [
                     ProducerState(
                         topic=topic_response.name,
@@ -332,13 +336,19 @@ def _write_abort_marker(
     for marker in response.markers:
         for topic_result in marker.topics:
             for result in topic_result.partitions:
-                _check(result.error_code, f"abort transaction on {topic}:{partition}")
+                _check(
+                    result.error_code,
+                    f"abort transaction on {topic}:{partition}",
+                    session.principal,
+                )
 
 
-def _check(code: Any, what: str) -> None:
+def _check(code: Any, what: str, principal: str | None = None) -> None:
     if code == ErrorCode.none:
         return
     name = ErrorCode(code).name.upper()
+    if name.endswith("_AUTHORIZATION_FAILED"):
+        raise not_authorized(what, name, principal)
     message = f"{what}: {name}"
     if name in ("UNKNOWN_TOPIC_OR_PARTITION", "TRANSACTIONAL_ID_NOT_FOUND"):
         raise NotFound(message)

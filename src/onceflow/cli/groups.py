@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import click
 
+from onceflow.admin.groups import GROUP_TYPES
 from onceflow.cli.options import ClientSettings, cluster_options, json_option
 from onceflow.cli.output import print_json, print_rows, print_table
 
@@ -19,15 +20,27 @@ def groups_command() -> None:
 @groups_command.command("list")
 @cluster_options
 @json_option
-def list_command(client: ClientSettings, as_json: bool) -> None:
-    """List the consumer groups with their state, member count and assignor."""
+@click.option(
+    "--type",
+    "types",
+    multiple=True,
+    type=click.Choice(GROUP_TYPES, case_sensitive=False),
+    help="Only groups of this protocol: classic, or consumer (KIP-848). Repeatable.",
+)
+def list_command(client: ClientSettings, as_json: bool, types: tuple[str, ...]) -> None:
+    """List the consumer groups with their protocol type, state, members and assignor.
+
+    Type is the group protocol, as kafka-consumer-groups --list --type shows it: classic
+    (JoinGroup/SyncGroup) or consumer (KIP-848); kind `simple` marks a group that only
+    committed offsets. Exit 3 if the principal may see no group at all.
+    """
     from onceflow.admin.groups import list_groups
 
     print_rows(
-        list_groups(client.session()),
+        list_groups(client.session(), tuple(t.lower() for t in types)),
         as_json,
-        ("group", "state", "members", "assignor", "kind"),
-        lambda r: (r.group, r.state, r.members, r.assignor, r.kind),
+        ("group", "type", "state", "members", "assignor", "kind"),
+        lambda r: (r.group, r.type, r.state, r.members, r.assignor, r.kind),
     )
 
 
@@ -145,7 +158,9 @@ def reset_offsets_command(
 
     The group must have no members (Empty), or the reset is refused (exit 1). Choose the
     partitions (--topic or --all-topics) and one target; new offsets are kept between the
-    log start and the log end. Without --execute it only prints the plan.
+    log start and the log end, and the plan's note says where one was clamped. Without
+    --execute it only prints the plan. --all-topics of an unknown group is exit 1 (name
+    the partitions with --topic to give a new group its first offsets).
     """
     from onceflow.admin.offset_reset import (
         ResetTarget,
@@ -192,9 +207,15 @@ def reset_offsets_command(
         print_json({"group": group, "executed": execute, "offsets": resets})
         return
     print_table(
-        ("group", "topic", "partition", "current offset", "new offset"),
-        [(group, r.topic, r.partition, r.current, r.new) for r in resets],
+        ("group", "topic", "partition", "current offset", "new offset", "note"),
+        [(group, r.topic, r.partition, r.current, r.new, r.note) for r in resets],
     )
+    clamped = sum(1 for r in resets if r.note)
+    if clamped:
+        click.echo(
+            f"{clamped} partition(s) clamped: the requested offset is outside the log "
+            "(see note); the new offset is the log start or end"
+        )
     if not execute:
         click.echo("dry run: nothing committed (add --execute to commit these offsets)")
 

@@ -23,6 +23,7 @@ from click.core import ParameterSource
 EXIT_OK = 0
 EXIT_FOUND = 1  # anomalies found, or an unknown group/topic/transactional id, or refused
 EXIT_UNAVAILABLE = 2  # the cluster (or a source) could not be reached or checked
+EXIT_NOT_AUTHORIZED = 3  # the principal may not do or see this (*_AUTHORIZATION_FAILED)
 
 DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
 BOOTSTRAP_ENV = "ONCEFLOW_BOOTSTRAP"
@@ -112,19 +113,41 @@ class ClientSettings:
 
 def build_settings(
     bootstrap: str,
-    explicit_bootstrap: bool,
+    bootstrap_source: ParameterSource | None,
     command_config: Path | None,
     settings: tuple[str, ...],
     debug: bool,
 ) -> ClientSettings:
-    """--command-config, then -X, over the defaults; an explicit --bootstrap wins."""
+    """--command-config, then -X, over the defaults.
+
+    ``bootstrap.servers``, most explicit first: the --bootstrap flag, -X, the
+    --command-config file, $ONCEFLOW_BOOTSTRAP, the default. Sources that disagree are
+    reported on stderr, naming the one used.
+    """
     from onceflow.admin.connect import client_config
 
-    overrides = read_properties(command_config) if command_config is not None else {}
-    overrides.update(parse_key_values(settings, "-X"))
-    conf = client_config(bootstrap, overrides, debug=debug)
-    if explicit_bootstrap:
-        conf["bootstrap.servers"] = bootstrap
+    from_file = read_properties(command_config) if command_config is not None else {}
+    from_x = parse_key_values(settings, "-X")
+    candidates = [
+        ("--bootstrap", bootstrap if bootstrap_source == ParameterSource.COMMANDLINE else None),
+        ("-X bootstrap.servers", from_x.get("bootstrap.servers")),
+        (f"bootstrap.servers in {command_config}", from_file.get("bootstrap.servers")),
+        (
+            f"${BOOTSTRAP_ENV}",
+            bootstrap if bootstrap_source == ParameterSource.ENVIRONMENT else None,
+        ),
+    ]
+    given = [(source, value) for source, value in candidates if value]
+    chosen = given[0][1] if given else bootstrap
+    for source, value in given[1:]:
+        if value != chosen:
+            click.echo(
+                f"warning: using bootstrap servers {chosen} from {given[0][0]}, "
+                f"not {value} from {source}",
+                err=True,
+            )
+    conf = client_config(chosen, {**from_file, **from_x}, debug=debug)
+    conf["bootstrap.servers"] = chosen
     return ClientSettings(conf, debug)
 
 
@@ -136,7 +159,8 @@ CLUSTER_OPTIONS = (
         default=DEFAULT_BOOTSTRAP,
         show_default=True,
         metavar="HOST:PORT[,HOST:PORT...]",
-        help=f"Bootstrap servers of the cluster (env {BOOTSTRAP_ENV}).",
+        help=f"Bootstrap servers of the cluster; wins over -X and --command-config, "
+        f"which win over ${BOOTSTRAP_ENV}.",
     ),
     click.option(
         "-X",
@@ -188,11 +212,8 @@ def _with_cluster_options(function: Callable[..., Any], default_level: str) -> A
         context = click.get_current_context()
         context.meta[DEBUG_META] = debug
         setup_logging("DEBUG" if debug else log_level)
-        explicit = context.get_parameter_source("bootstrap") in (
-            ParameterSource.COMMANDLINE,
-            ParameterSource.ENVIRONMENT,
-        )
-        client = build_settings(bootstrap, explicit, command_config, client_settings, debug)
+        source = context.get_parameter_source("bootstrap")
+        client = build_settings(bootstrap, source, command_config, client_settings, debug)
         return function(*args, client=client, **kwargs)
 
     for option in reversed((*CLUSTER_OPTIONS, log_level_option(default_level))):

@@ -9,15 +9,16 @@ from typing import Any
 import click
 
 from onceflow import __version__
-from onceflow.admin.errors import AdminError, NotFound, Refused
-from onceflow.cli.options import DEBUG_META, EXIT_FOUND, EXIT_UNAVAILABLE
+from onceflow.admin.errors import AdminError, NotAuthorized, NotFound, Refused
+from onceflow.cli.options import DEBUG_META, EXIT_FOUND, EXIT_NOT_AUTHORIZED, EXIT_UNAVAILABLE
 
 
 class OnceflowGroup(click.Group):
     """Turns the errors of any subcommand into one line on stderr and Kafka-tool exit codes.
 
     Unknown group/topic/transactional id or a refused operation: exit 1; a cluster that
-    cannot be reached or answers with an error: exit 2. ``--debug`` adds the traceback.
+    cannot be reached or answers with an error: exit 2; an operation or a resource the
+    principal is not authorized for: exit 3. ``--debug`` adds the traceback.
     """
 
     def invoke(self, ctx: click.Context) -> Any:
@@ -25,6 +26,8 @@ class OnceflowGroup(click.Group):
             return super().invoke(ctx)
         except (NotFound, Refused) as error:
             self._fail(ctx, error, EXIT_FOUND)
+        except NotAuthorized as error:
+            self._fail(ctx, error, EXIT_NOT_AUTHORIZED)
         except AdminError as error:
             self._fail(ctx, error, EXIT_UNAVAILABLE)
         except (ConnectionError, TimeoutError) as error:  # a broker went away mid-request
@@ -36,6 +39,8 @@ class OnceflowGroup(click.Group):
 
             translated = translate(error, "request failed")
             code = EXIT_FOUND if isinstance(translated, NotFound | Refused) else EXIT_UNAVAILABLE
+            if isinstance(translated, NotAuthorized):
+                code = EXIT_NOT_AUTHORIZED
             self._fail(ctx, translated, code)
 
     @staticmethod
@@ -53,5 +58,6 @@ def main() -> None:
 
     Exit codes of every command: 0 success; 1 anomalies found, an unknown group, topic or
     transactional id, or an operation refused; 2 the cluster (or a source) could not be
-    reached or checked. Details per command: docs/cli.md.
+    reached or checked (including failed authentication); 3 not authorized (the principal
+    may not do or see this). Details per command: docs/cli.md.
     """

@@ -32,8 +32,12 @@ def list_command(client: ClientSettings, as_json: bool, states: tuple[str, ...])
     """List transactional ids with their producer id, state and coordinator."""
     from onceflow.admin.transactions import list_transactions
 
+    session = client.session()
+    rows = list_transactions(session, states)
+    if not rows:
+        session.require_visibility("list transactions")
     print_rows(
-        list_transactions(client.session(), states),
+        rows,
         as_json,
         ("transactional.id", "producer id", "state", "coordinator"),
         lambda r: (r.transactional_id, r.producer_id, r.state, r.coordinator),
@@ -47,10 +51,16 @@ def list_command(client: ClientSettings, as_json: bool, states: tuple[str, ...])
 def describe_command(
     client: ClientSettings, as_json: bool, transactional_ids: tuple[str, ...]
 ) -> None:
-    """Show state, epoch, timeout and partitions of transactional ids (exit 1 if unknown)."""
+    """Show state, epoch, timeout and partitions of transactional ids.
+
+    Exit 1, printing nothing but the error, if any of them is unknown.
+    """
     from onceflow.admin.transactions import describe_transactions
 
     found = describe_transactions(client.session(), list(transactional_ids))
+    missing = [t for t in transactional_ids if t not in found]
+    if missing:
+        raise NotFound(f"transactional id not found: {', '.join(missing)}")
     now = now_ms()
     if as_json:
         print_json([found[t] for t in transactional_ids if t in found])
@@ -81,9 +91,6 @@ def describe_command(
             ),
             rows,
         )
-    missing = [t for t in transactional_ids if t not in found]
-    if missing:
-        raise NotFound(f"transactional id not found: {', '.join(missing)}")
 
 
 @transactions_command.command("producers")

@@ -9,6 +9,7 @@ import click
 
 from onceflow.cli.options import (
     EXIT_FOUND,
+    EXIT_NOT_AUTHORIZED,
     EXIT_UNAVAILABLE,
     ClientSettings,
     cluster_options,
@@ -67,11 +68,12 @@ def verify_command(
     """Audit outputs against the input topics: missing, duplicated, reordered per key,
     aborted data visible.
 
-    Exit 0 when clean, 1 on any anomaly, 2 when a source cannot be read (unreachable
-    cluster, unknown topic, unreadable database).
+    Exit 0 when clean, 1 on any anomaly or an unknown topic, 2 when a source cannot be
+    read (unreachable cluster, unreadable database, an --id-field no input record has),
+    3 when the principal may not read a topic.
     """
     from onceflow.verify.run import run_verify
-    from onceflow.verify.sources import SourceError
+    from onceflow.verify.sources import SourceError, SourceNotAuthorized, SourceNotFound
 
     client.session().check()  # an unreachable cluster: one line and exit 2, at once
     try:
@@ -79,6 +81,10 @@ def verify_command(
         report = run_verify(client.conf, input_topics, **audit)
     except (SourceError, ValueError) as error:
         click.echo(f"error: {error}", err=True)
+        if isinstance(error, SourceNotFound):
+            raise SystemExit(EXIT_FOUND) from None
+        if isinstance(error, SourceNotAuthorized):
+            raise SystemExit(EXIT_NOT_AUTHORIZED) from None
         raise SystemExit(EXIT_UNAVAILABLE) from None
     if json_path is not None and str(json_path) == "-":
         click.echo(report.to_json())

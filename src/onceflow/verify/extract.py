@@ -24,6 +24,10 @@ class ExtractError(ValueError):
     """The field is absent or the payload is not the JSON the spec expects."""
 
 
+class FieldMissing(ExtractError):
+    """The JSON document has no such field (a mistyped field spec, if no record has it)."""
+
+
 @dataclass(frozen=True, slots=True)
 class FieldSpec:
     part: str  # "key" or "value"
@@ -61,7 +65,7 @@ def as_text(value: Any) -> str:
 def _walk(document: Any, path: tuple[str, ...], spec: str) -> Any:
     for name in path:
         if not isinstance(document, Mapping) or name not in document:
-            raise ExtractError(f"field {spec!r} not found")
+            raise FieldMissing(f"field {spec!r} not found")
         document = document[name]
     if document is None:
         raise ExtractError(f"field {spec!r} is null")

@@ -12,6 +12,7 @@ from onceflow.verify.report import AuditReport
 from onceflow.verify.sources import (
     Cluster,
     SourceError,
+    SourceNotFound,
     matching_topics,
     read_dead_letters,
     read_input,
@@ -27,7 +28,7 @@ def input_topics(bootstrap: Cluster, inputs: str | Sequence[str]) -> list[str]:
         if name.startswith("^"):
             found = matching_topics(bootstrap, name)
             if not found:
-                raise SourceError(f"no topic matches the input pattern {name!r}")
+                raise SourceNotFound(f"no topic matches the input pattern {name!r}")
             names += found
         else:
             names.append(name)

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from onceflow.verify.audit import InputEvent, OutputRecord, Sink, Unreadable, audit
-from onceflow.verify.extract import ExtractError, Extractor, FieldSpec
+from onceflow.verify.extract import ExtractError, Extractor, FieldMissing, FieldSpec
 from onceflow.verify.report import AuditReport
 
 READ_COMMITTED = "read_committed"
@@ -29,6 +29,14 @@ READ_UNCOMMITTED = "read_uncommitted"
 
 class SourceError(RuntimeError):
     """A topic or table cannot be read completely."""
+
+
+class SourceNotFound(SourceError):
+    """A topic to audit does not exist (an unknown name: exit 1, like other commands)."""
+
+
+class SourceNotAuthorized(SourceError):
+    """The principal may not describe or read a topic to audit."""
 
 
 Cluster = str | Mapping[str, Any]  # bootstrap servers, or a whole librdkafka client config
@@ -98,6 +106,7 @@ def topic_ranges(
         raise SourceError(f"topic {topic!r}: cannot read the cluster's metadata: {error}") from None
     described = metadata.topics.get(topic)
     if described is None or described.error is not None:
+        _require_topic(admin, topic, timeout)
         reason = described.error if described is not None else "not found"
         raise SourceError(f"topic {topic!r}: {reason}")
     partitions = sorted(described.partitions)
@@ -114,6 +123,21 @@ def topic_ranges(
     stable = query(OffsetSpec.latest(), IsolationLevel.READ_COMMITTED)
     high = query(OffsetSpec.latest(), IsolationLevel.READ_UNCOMMITTED)
     return {p: PartitionRange(start[p], stable[p], high[p]) for p in partitions}
+
+
+def _require_topic(admin: Any, topic: str, timeout: float) -> None:
+    """SourceNotFound or SourceNotAuthorized for a topic missing from the metadata."""
+    from confluent_kafka import KafkaException, TopicCollection
+
+    future = admin.describe_topics(TopicCollection([topic]), request_timeout=timeout)[topic]
+    try:
+        future.result(timeout)
+    except KafkaException as error:
+        code = error.args[0].name() if error.args else ""
+        if code.endswith("_AUTHORIZATION_FAILED"):
+            raise SourceNotAuthorized(f"topic {topic!r}: not authorized ({code})") from None
+        if code in ("UNKNOWN_TOPIC_OR_PART", "UNKNOWN_TOPIC_ID"):
+            raise SourceNotFound(f"topic {topic!r} does not exist") from None
 
 
 def read_topic(
@@ -302,10 +326,12 @@ def _read_one_input(
     ranges = topic_ranges(bootstrap, topic)
     outcomes = transaction_outcomes(bootstrap, topic, ranges)
     events, unreadable, visible_aborted = [], [], []
+    missing_field = 0
     for record in read_topic(bootstrap, topic, ranges, READ_COMMITTED, timeout):
         try:
             event_id, key = extractor.message(record.key, record.value)
         except ExtractError as error:
+            missing_field += isinstance(error, FieldMissing)
             unreadable.append(Unreadable("input", str(error), record.partition, record.offset))
             continue
         event = InputEvent(event_id, key, record.partition, record.offset, topic)
@@ -313,6 +339,11 @@ def _read_one_input(
             visible_aborted.append(event)
         else:
             events.append(event)
+    if unreadable and missing_field == len(unreadable) and not events and not visible_aborted:
+        raise SourceError(
+            f"topic {topic!r}: {unreadable[0].reason} in any of its {len(unreadable)} records: "
+            "is --id-field (or --key-field) spelled right?"
+        )
     aborted_ids = {event.id for event in visible_aborted}
     if any(o.aborted for o in outcomes.values()):
         for record in read_topic(bootstrap, topic, ranges, READ_UNCOMMITTED, timeout):
