@@ -5,6 +5,7 @@ tables and JSON: ``output.py``. Library logic lives outside this package
 (``onceflow.admin``, ``onceflow.topics``, ``onceflow.verify``, ...).
 """
 
+from onceflow.cli.acls import acls_command
 from onceflow.cli.broker import broker
 from onceflow.cli.chaos import chaos_command
 from onceflow.cli.demo import demo_command
@@ -22,6 +23,7 @@ for _command in (
     topics_command,
     groups_command,
     transactions_command,
+    acls_command,
     verify_command,
     chaos_command,
     relay_command,
