@@ -13,7 +13,8 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from onceflow.admin.connect import ClusterSession
+from onceflow.admin.connect import ClusterSession, not_authorized
+from onceflow.admin.errors import AdminError
 
 CLUSTER_NAME = "kafka-cluster"  # the one name of the Cluster resource
 OPERATIONS = (
@@ -170,11 +171,47 @@ def _resource_enum(name: str) -> Any:
 
 
 def list_acls(session: ClusterSession, acl_filters: list[Any]) -> list[Acl]:
+    """The ACLs matching any of the filters; an empty answer is checked on the wire,
+    because librdkafka reports DescribeAcls' error (no authorizer, not authorized) as no
+    ACLs at all."""
     found: set[Acl] = set()
     for acl_filter in acl_filters:
         future = session.admin.describe_acls(acl_filter, request_timeout=session.timeout)
         found.update(as_acl(b) for b in session.result(future, "describe ACLs"))
+    if not found:
+        check_describe_acls(session)
     return sorted(found, key=_order)
+
+
+def check_describe_acls(session: ClusterSession) -> None:
+    """Raise what a DescribeAcls of every ACL answers: NotAuthorized, or AdminError when
+    the cluster has no authorizer (SECURITY_DISABLED)."""
+    from kio.schema.describe_acls.v1.request import DescribeAclsRequest
+    from kio.schema.errors import ErrorCode
+
+    any_value = 1  # Kafka's ANY for resource, pattern, operation and permission types
+    with session.wire() as client:
+        response = client.request(
+            DescribeAclsRequest,
+            resource_type_filter=any_value,
+            resource_name_filter=None,
+            pattern_type_filter=any_value,
+            principal_filter=None,
+            host_filter=None,
+            operation=any_value,
+            permission_type=any_value,
+        )
+    if response.error_code == ErrorCode.none:
+        return
+    code = ErrorCode(response.error_code).name.upper()
+    if code.endswith("_AUTHORIZATION_FAILED"):
+        raise not_authorized("describe ACLs", code, session.principal)
+    if code == "SECURITY_DISABLED":
+        raise AdminError(
+            "describe ACLs: the cluster has no authorizer, so ACLs are neither kept nor "
+            "enforced (SECURITY_DISABLED; set authorizer.class.name on the brokers)"
+        )
+    raise AdminError(f"describe ACLs: {code}: {response.error_message or ''}".rstrip(": "))
 
 
 def create_acls(session: ClusterSession, new: list[Any]) -> list[Acl]:

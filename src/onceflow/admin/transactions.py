@@ -9,6 +9,7 @@ Kafka cluster (it asks every broker listed in the cluster metadata).
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
+from datetime import UTC, datetime
 from typing import Any
 
 from kio.schema.errors import ErrorCode
@@ -203,6 +204,14 @@ def _producers(
     return sorted(rows, key=lambda r: (r.topic, r.partition, r.producer_id))
 
 
+@dataclass(frozen=True, slots=True)
+class OpenTransactions:
+    """The open transactions on the searched partitions, split as find-hanging sees them."""
+
+    hanging: list[ProducerState]
+    not_hanging: list[tuple[ProducerState, str]]  # and why it is not listed
+
+
 def find_hanging(
     session: ClusterSession,
     *,
@@ -212,13 +221,34 @@ def find_hanging(
     max_transaction_timeout_min: int = DEFAULT_MAX_TRANSACTION_TIMEOUT_MIN,
     now_ms: int | None = None,
 ) -> list[ProducerState]:
-    """Open transactions no coordinator will ever finish, as kafka-transactions finds them.
+    """Open transactions no coordinator will ever finish, as kafka-transactions finds them."""
+    return find_open_transactions(
+        session,
+        topic=topic,
+        partition=partition,
+        broker_id=broker_id,
+        max_transaction_timeout_min=max_transaction_timeout_min,
+        now_ms=now_ms,
+    ).hanging
 
-    Candidates are producers with an open transaction on the searched partitions whose last
-    write is older than ``max_transaction_timeout_min`` (no transaction may legally stay
-    open that long). A candidate hangs when no coordinator lists its producer id, when its
-    transactional id is not described, or when its coordinator does not count the
-    partition in the transaction (so it will never write the marker there).
+
+def find_open_transactions(
+    session: ClusterSession,
+    *,
+    topic: str | None = None,
+    partition: int | None = None,
+    broker_id: int | None = None,
+    max_transaction_timeout_min: int = DEFAULT_MAX_TRANSACTION_TIMEOUT_MIN,
+    now_ms: int | None = None,
+) -> OpenTransactions:
+    """Every open transaction on the searched partitions: hanging ones, and the others
+    with the reason find-hanging does not list them.
+
+    Candidates are producers with an open transaction whose last write is older than
+    ``max_transaction_timeout_min`` (no transaction may legally stay open that long). A
+    candidate hangs when no coordinator lists its producer id, when its transactional id
+    is not described, or when its coordinator does not count the partition in the
+    transaction (so it will never write the marker there).
     """
     if topic is None and broker_id is None:
         raise ValueError("find-hanging needs --topic or --broker-id to limit the search")
@@ -236,24 +266,51 @@ def find_hanging(
         raise NotFound(f"partition {topic}:{partition} does not exist")
     now_ms = now_ms if now_ms is not None else clock.now_ms()
     limit_ms = max_transaction_timeout_min * 60_000
-    candidates = [
-        state
-        for state in _producers(session, view, searched, broker_id)
-        if state.txn_start_offset >= 0 and now_ms - state.last_timestamp > limit_ms
+    open_ones = [
+        s for s in _producers(session, view, searched, broker_id) if s.txn_start_offset >= 0
     ]
-    if not candidates:
-        return []
-    producer_ids = tuple(sorted({c.producer_id for c in candidates}))
+    if not open_ones:
+        return OpenTransactions([], [])
+    producer_ids = tuple(sorted({c.producer_id for c in open_ones}))
     ids = {t.producer_id: t.transactional_id for t in list_transactions(session, (), producer_ids)}
     descriptions = describe_transactions(session, sorted(set(ids.values())))
-    hanging = []
-    for candidate in candidates:
-        transactional_id = ids.get(candidate.producer_id)
+    hanging, not_hanging = [], []
+    for state in open_ones:
+        transactional_id = ids.get(state.producer_id)
         description = descriptions.get(transactional_id) if transactional_id else None
-        where = (candidate.topic, candidate.partition)
-        if description is None or where not in description.partitions:
-            hanging.append(candidate)
-    return hanging
+        known = description is not None and (state.topic, state.partition) in description.partitions
+        idle_ms = now_ms - state.last_timestamp
+        if idle_ms > limit_ms and not known:
+            hanging.append(state)
+        elif known:
+            assert description is not None
+            not_hanging.append((state, _live_reason(description, now_ms)))
+        else:
+            not_hanging.append(
+                (
+                    state,
+                    f"last written {idle_ms / 1000:.0f} s ago, less than "
+                    f"--max-transaction-timeout ({max_transaction_timeout_min} min): a "
+                    "producer may still finish it; it is reported as hanging after that "
+                    "if no coordinator knows it",
+                )
+            )
+    return OpenTransactions(hanging, not_hanging)
+
+
+def _live_reason(description: TransactionDescription, now_ms: int) -> str:
+    """Why a transaction its coordinator knows is not hanging, and when it ends."""
+    who = f"transactional.id {description.transactional_id!r} is {description.state}"
+    if description.start_time_ms is None:
+        return f"{who}: its coordinator will write the markers"
+    deadline_ms = description.start_time_ms + description.timeout_ms
+    at = datetime.fromtimestamp(deadline_ms / 1000, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+    left = max(deadline_ms - now_ms, 0) / 1000
+    return (
+        f"{who} at its coordinator (transaction.timeout.ms {description.timeout_ms}): the "
+        f"producer may still finish it, or the coordinator aborts it at {at} "
+        f"(in {left:.0f} s); do not abort it by hand"
+    )
 
 
 def abort_transaction(

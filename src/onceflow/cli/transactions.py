@@ -184,12 +184,16 @@ def find_hanging_command(
     """Find open transactions no coordinator will finish, like kafka-transactions find-hanging.
 
     Exits 0 whether or not it finds some (they are the output); abort each with
-    `onceflow transactions abort --topic T --partition P --start-offset O`.
+    `onceflow transactions abort --topic T --partition P --start-offset O`. Open
+    transactions it does not list are named on stderr with the reason: a live one (its
+    coordinator knows it and aborts it when its transaction.timeout.ms runs out, at the
+    time shown; a SIGKILLed producer's transaction is such a one) or one written to more
+    recently than --max-transaction-timeout. Never abort those by hand.
     """
-    from onceflow.admin.transactions import find_hanging
+    from onceflow.admin.transactions import find_open_transactions
 
     try:
-        rows = find_hanging(
+        found = find_open_transactions(
             client.session(),
             topic=topic,
             partition=partition,
@@ -199,8 +203,14 @@ def find_hanging_command(
     except ValueError as error:
         raise click.UsageError(str(error)) from None
     now = now_ms()
+    for state, reason in found.not_hanging:
+        click.echo(
+            f"not hanging: {state.topic}:{state.partition} producer {state.producer_id} "
+            f"from offset {state.txn_start_offset}: {reason}",
+            err=True,
+        )
     print_rows(
-        rows,
+        found.hanging,
         as_json,
         (
             "topic",

@@ -24,6 +24,7 @@ def server_context(
         raise ValueError("a TLS listener needs ssl.keystore.location (a PEM key and certificate)")
     if client_auth not in CLIENT_AUTH:
         raise ValueError(f"ssl.client.auth must be one of {', '.join(CLIENT_AUTH)}")
+    _check_key_password(keystore, key_password)
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     context.minimum_version = ssl.TLSVersion.TLSv1_2
     _load_key(context, keystore, key_password, "ssl.keystore.location")
@@ -57,6 +58,26 @@ def client_context(
             key_location,
         )
     return context
+
+
+ENCRYPTED_KEY_MARKERS = (b"-----BEGIN ENCRYPTED PRIVATE KEY-----", b"Proc-Type: 4,ENCRYPTED")
+
+
+def _check_key_password(keystore: str, key_password: str | None) -> None:
+    """Refuse ssl.key.password for a key that is not encrypted, as Kafka does: the
+    password would be ignored, so the setting says something that is not true."""
+    if not key_password:
+        return
+    try:
+        with open(keystore, "rb") as file:
+            pem = file.read()
+    except OSError:
+        return  # _load_key says what is wrong with the file
+    if b"PRIVATE KEY-----" in pem and not any(m in pem for m in ENCRYPTED_KEY_MARKERS):
+        raise ValueError(
+            f"ssl.key.password is set but the private key in {keystore!r} is not encrypted: "
+            "remove ssl.key.password, or encrypt the key (docs/security.md shows how)"
+        )
 
 
 def _load_key(
