@@ -193,6 +193,7 @@ def test_json_output_parses_back(scene):
     groups = {g["group"]: g for g in as_json("groups", "list", *b)}
     assert groups[scene.group] == {
         "group": scene.group,
+        "type": "classic",
         "state": "Empty",
         "members": 0,
         "assignor": "",

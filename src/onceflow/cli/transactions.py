@@ -53,13 +53,14 @@ def describe_command(
 ) -> None:
     """Show state, epoch, timeout and partitions of transactional ids.
 
-    Exit 1, printing nothing but the error, if any of them is unknown.
+    Exit 1 if any of them is unknown (the known ones are shown first; nothing but the
+    error if none is known).
     """
     from onceflow.admin.transactions import describe_transactions
 
     found = describe_transactions(client.session(), list(transactional_ids))
     missing = [t for t in transactional_ids if t not in found]
-    if missing:
+    if missing and not found:  # nothing to show: the error alone
         raise NotFound(f"transactional id not found: {', '.join(missing)}")
     now = now_ms()
     if as_json:
@@ -91,6 +92,8 @@ def describe_command(
             ),
             rows,
         )
+    if missing:
+        raise NotFound(f"transactional id not found: {', '.join(missing)}")
 
 
 @transactions_command.command("producers")
