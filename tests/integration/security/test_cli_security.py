@@ -94,6 +94,18 @@ def test_a_group_the_principal_may_not_describe_is_exit_3(broker, configs):
         )
 
 
+def test_the_principal_of_a_client_certificate_is_named(broker, tls_files, tmp_path):
+    conf = client_config(broker, "SSL", tls_files, client_certificate=True)
+    result = CliRunner().invoke(
+        main, ["groups", "offsets", "g1", "--command-config", properties(tmp_path, "mtls", conf)]
+    )
+    assert result.exit_code == 3, result.stderr
+    assert result.stderr == (
+        "error: describe group g1: not authorized (GROUP_AUTHORIZATION_FAILED, "
+        f"principal {tls_files.client_principal})\n"
+    )
+
+
 def test_verify_of_a_topic_the_principal_may_not_read_is_exit_3(broker, configs):
     topic = make_topic(broker)
     result = invoke(
