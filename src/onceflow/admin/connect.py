@@ -237,7 +237,7 @@ class ClusterSession:
         raise NotAuthorized(
             f"{what}: nothing is visible to principal {self.principal}: it may not describe "
             "the cluster (no DESCRIBE ACL), so it sees only what its own ACLs allow, and "
-            "they allow nothing here; connect as another principal (--command-config) or "
+            "none of that exists; connect as another principal (--command-config) or "
             "grant ACLs (onceflow acls create)"
         )
 

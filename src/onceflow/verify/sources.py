@@ -19,6 +19,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from onceflow.admin.connect import principal_of
 from onceflow.verify.audit import InputEvent, OutputRecord, Sink, Unreadable, audit
 from onceflow.verify.extract import ExtractError, Extractor, FieldMissing, FieldSpec
 from onceflow.verify.report import AuditReport
@@ -106,7 +107,7 @@ def topic_ranges(
         raise SourceError(f"topic {topic!r}: cannot read the cluster's metadata: {error}") from None
     described = metadata.topics.get(topic)
     if described is None or described.error is not None:
-        _require_topic(admin, topic, timeout)
+        _require_topic(admin, topic, timeout, principal_of(client_conf(bootstrap)))
         reason = described.error if described is not None else "not found"
         raise SourceError(f"topic {topic!r}: {reason}")
     partitions = sorted(described.partitions)
@@ -125,7 +126,7 @@ def topic_ranges(
     return {p: PartitionRange(start[p], stable[p], high[p]) for p in partitions}
 
 
-def _require_topic(admin: Any, topic: str, timeout: float) -> None:
+def _require_topic(admin: Any, topic: str, timeout: float, principal: str) -> None:
     """SourceNotFound or SourceNotAuthorized for a topic missing from the metadata."""
     from confluent_kafka import KafkaException, TopicCollection
 
@@ -135,7 +136,9 @@ def _require_topic(admin: Any, topic: str, timeout: float) -> None:
     except KafkaException as error:
         code = error.args[0].name() if error.args else ""
         if code.endswith("_AUTHORIZATION_FAILED"):
-            raise SourceNotAuthorized(f"topic {topic!r}: not authorized ({code})") from None
+            raise SourceNotAuthorized(
+                f"topic {topic!r}: not authorized ({code}, principal {principal})"
+            ) from None
         if code in ("UNKNOWN_TOPIC_OR_PART", "UNKNOWN_TOPIC_ID"):
             raise SourceNotFound(f"topic {topic!r} does not exist") from None
 

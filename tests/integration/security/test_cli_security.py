@@ -112,7 +112,10 @@ def test_verify_of_a_topic_the_principal_may_not_read_is_exit_3(broker, configs)
         "alice", configs, "verify", "--input", topic, "--output-topic", topic, "--id-field", "id"
     )
     assert result.exit_code == 3, result.stderr
-    assert result.stderr == f"error: topic '{topic}': not authorized (TOPIC_AUTHORIZATION_FAILED)\n"
+    assert result.stderr == (
+        f"error: topic '{topic}': not authorized "
+        "(TOPIC_AUTHORIZATION_FAILED, principal User:alice)\n"
+    )
 
 
 def test_anonymous_on_a_plaintext_listener_is_told_it_sees_nothing(broker, configs):
