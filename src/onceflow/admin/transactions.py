@@ -308,8 +308,8 @@ def _live_reason(description: TransactionDescription, now_ms: int) -> str:
     left = max(deadline_ms - now_ms, 0) / 1000
     return (
         f"{who} at its coordinator (transaction.timeout.ms {description.timeout_ms}): the "
-        f"producer may still finish it, or the coordinator aborts it at {at} "
-        f"(in {left:.0f} s); do not abort it by hand"
+        "producer may still finish it, or the coordinator aborts it once that timeout runs "
+        f"out, at about {at} (in {left:.0f} s); do not abort it by hand"
     )
 
 
