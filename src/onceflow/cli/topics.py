@@ -177,7 +177,10 @@ for _name in HELP:
 @json_option
 @click.option("--internal", is_flag=True, help="Include internal topics (__consumer_offsets...).")
 def list_command(client: ClientSettings, as_json: bool, internal: bool) -> None:
-    """List the cluster's topics with their partitions and replication factor."""
+    """List the cluster's topics with their partitions and replication factor.
+
+    Exit 3 if the principal may not describe the cluster and sees no topic at all.
+    """
     from onceflow.admin.topics import list_topics
 
     print_rows(
@@ -195,7 +198,7 @@ def list_command(client: ClientSettings, as_json: bool, internal: bool) -> None:
 def describe_command(client: ClientSettings, as_json: bool, topics: tuple[str, ...]) -> None:
     """Partitions (leader, replicas, in-sync replicas) and configs set on each topic.
 
-    Exit 1 if a topic does not exist.
+    Exit 1 if a topic does not exist, 3 if the principal may not describe it.
     """
     from onceflow.admin.topics import describe_topics
 

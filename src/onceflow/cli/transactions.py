@@ -29,7 +29,10 @@ def transactions_command() -> None:
     help="Only transactions in this state (Ongoing, PrepareCommit, ...). Repeatable.",
 )
 def list_command(client: ClientSettings, as_json: bool, states: tuple[str, ...]) -> None:
-    """List transactional ids with their producer id, state and coordinator."""
+    """List transactional ids with their producer id, state and coordinator.
+
+    Exit 3 if the principal may not describe the cluster and sees none at all.
+    """
     from onceflow.admin.transactions import list_transactions
 
     session = client.session()
