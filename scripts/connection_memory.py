@@ -4,7 +4,8 @@ connections open (they connect and send nothing), and after they close.
     .venv/bin/python scripts/connection_memory.py --connections 1500
 
 Starts a broker subprocess with a PLAINTEXT and a SASL_SSL listener (certificates made
-by trustme in a temporary directory) and measures each listener in turn. Loopback only.
+by trustme in a temporary directory) for each case: PLAINTEXT, SASL_SSL before the TLS
+handshake and SASL_SSL after it (no SASL yet). Loopback only.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from __future__ import annotations
 import argparse
 import resource
 import socket
+import ssl
 import tempfile
 import time
 from pathlib import Path
@@ -34,11 +36,15 @@ def settled_rss_kib(pid: int, seconds: float = 1.0) -> int:
     return rss_kib(pid)
 
 
-def open_idle(address: str, count: int) -> list[socket.socket]:
+def open_idle(address: str, count: int, handshake: ssl.SSLContext | None) -> list[socket.socket]:
+    """``count`` connections that send nothing (after the TLS handshake, with a context)."""
     host, port = address.rsplit(":", 1)
     sockets = []
     for _ in range(count):
-        sockets.append(socket.create_connection((host, int(port))))
+        sock = socket.create_connection((host, int(port)))
+        if handshake is not None:
+            sock = handshake.wrap_socket(sock, server_hostname="localhost")
+        sockets.append(sock)
     return sockets
 
 
@@ -48,8 +54,7 @@ def raise_open_files_limit(needed: int) -> None:
         resource.setrlimit(resource.RLIMIT_NOFILE, (min(needed, hard), hard))
 
 
-def tls_broker(directory: Path) -> BrokerProcess:
-    ca = trustme.CA()
+def tls_broker(directory: Path, ca: trustme.CA) -> BrokerProcess:
     server = ca.issue_cert("localhost", "127.0.0.1")
     keystore = directory / "server.pem"
     keystore.write_bytes(
@@ -62,17 +67,20 @@ def tls_broker(directory: Path) -> BrokerProcess:
     return BrokerProcess(directory / "data", config=config)
 
 
-def measure(broker: BrokerProcess, listener: str, count: int) -> None:
+def measure(
+    broker: BrokerProcess, listener: str, count: int, handshake: ssl.SSLContext | None
+) -> None:
     pid = broker.pid
     before = settled_rss_kib(pid)
-    sockets = open_idle(broker.bootstrap_for(listener), count)
+    sockets = open_idle(broker.bootstrap_for(listener), count, handshake)
     during = settled_rss_kib(pid, 2.0)
     for sock in sockets:
         sock.close()
     after = settled_rss_kib(pid, 2.0)
     per_connection = (during - before) * 1024 / count
+    label = listener + (" (TLS handshake done)" if handshake else "")
     print(
-        f"{listener:10} {count} idle connections: RSS {before / 1024:.0f} MB -> "
+        f"{label:31} {count} idle connections: RSS {before / 1024:.0f} MB -> "
         f"{during / 1024:.0f} MB ({per_connection / 1024:.1f} KB each); "
         f"after close {after / 1024:.0f} MB"
     )
@@ -83,14 +91,18 @@ def main() -> None:
     parser.add_argument("--connections", type=int, default=1500)
     args = parser.parse_args()
     raise_open_files_limit(args.connections + 256)
-    with tempfile.TemporaryDirectory(prefix="onceflow-conn-") as temporary:
-        broker = tls_broker(Path(temporary))
-        broker.start()
-        try:
-            for listener in ("PLAINTEXT", "SASL_SSL"):
-                measure(broker, listener, args.connections)
-        finally:
-            broker.stop()
+    ca = trustme.CA()
+    client = ssl.create_default_context()
+    ca.configure_trust(client)
+    cases = [("PLAINTEXT", None), ("SASL_SSL", None), ("SASL_SSL", client)]
+    for listener, handshake in cases:  # a fresh broker for each: nothing reused
+        with tempfile.TemporaryDirectory(prefix="onceflow-conn-") as temporary:
+            broker = tls_broker(Path(temporary), ca)
+            broker.start()
+            try:
+                measure(broker, listener, args.connections, handshake)
+            finally:
+                broker.stop()
 
 
 if __name__ == "__main__":
