@@ -3,13 +3,16 @@ trip, the broker's resident memory, and one produce/consume round trip."""
 
 from __future__ import annotations
 
+import contextlib
 import io
+import os
 import resource
 import socket
 import ssl
 import struct
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 
 from confluent_kafka import Consumer, Producer, TopicPartition
@@ -24,6 +27,25 @@ def rss_kib(pid: int) -> int:
         if line.startswith("VmRSS:"):
             return int(line.split()[1])
     raise RuntimeError(f"no VmRSS for process {pid}")
+
+
+def open_sockets(pid: int) -> int:
+    """How many sockets the process has open (its connections and listening sockets)."""
+    count = 0
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        with contextlib.suppress(FileNotFoundError):
+            count += os.readlink(f"/proc/{pid}/fd/{fd}").startswith("socket:")
+    return count
+
+
+def wait_for_open_sockets(pid: int, done: Callable[[int], bool], timeout: float = 60.0) -> int:
+    """Wait until the broker's count of open sockets satisfies ``done`` (all connections
+    accepted, or all closed); the count."""
+    deadline = time.monotonic() + timeout
+    while not done(count := open_sockets(pid)):
+        assert time.monotonic() < deadline, f"the broker still has {count} open sockets"
+        time.sleep(0.05)
+    return count
 
 
 def raise_open_files_limit(needed: int) -> None:

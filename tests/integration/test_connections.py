@@ -17,9 +17,11 @@ from tests.integration.connections import (
     closed_by_broker,
     connect,
     open_idle,
+    open_sockets,
     raise_open_files_limit,
     round_trip,
     rss_kib,
+    wait_for_open_sockets,
 )
 
 IDLE_CONNECTIONS = 300
@@ -86,12 +88,13 @@ def idle_burst(
     broker: BrokerProcess, address: str, context: ssl.SSLContext | None
 ) -> tuple[int, int]:
     """The broker's RSS (KiB) with IDLE_CONNECTIONS idle connections, and after they close."""
+    sockets_before = open_sockets(broker.pid)
     sockets = open_idle(address, IDLE_CONNECTIONS, context)
-    time.sleep(SETTLE_SECONDS)
+    wait_for_open_sockets(broker.pid, lambda count: count >= sockets_before + IDLE_CONNECTIONS)
     during = rss_kib(broker.pid)
     for sock in sockets:
         sock.close()
-    time.sleep(SETTLE_SECONDS)
+    wait_for_open_sockets(broker.pid, lambda count: count <= sockets_before)
     return during, rss_kib(broker.pid)
 
 

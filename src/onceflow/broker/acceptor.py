@@ -15,7 +15,8 @@ from onceflow.broker.listeners import Listener
 
 log = logging.getLogger(__name__)
 
-BACKLOG = 100  # connections the kernel queues while the broker is not accepting
+BACKLOG = 1024  # connections the kernel queues while the broker is not accepting (or is slow)
+ACCEPT_BATCH = 100  # connections accepted in one go before other work runs
 ACCEPT_RETRY_SECONDS = 0.1  # after an accept failure such as too many open files
 
 ProtocolFactory = Callable[[str], FrameProtocol]  # the client's IP -> its protocol
@@ -30,6 +31,7 @@ class Acceptor:
         self._protocol_for = protocol_for
         self._sockets: list[socket.socket] = []
         self._loops: list[asyncio.Task[None]] = []
+        self._connecting: set[asyncio.Task[None]] = set()
 
     async def start(self) -> int:
         """Bind, listen and start accepting; the port bound (what port 0 became)."""
@@ -66,25 +68,45 @@ class Acceptor:
                 log.warning("cannot accept a connection on %s: %s", self.listener, error)
                 await asyncio.sleep(ACCEPT_RETRY_SECONDS)
                 continue
-            ip = address[0]
-            if not self.quotas.admit(name, ip):
-                log.info(
-                    "refused a connection from %s on %s: that address has its maximum of "
-                    "%d connections (max.connections.per.ip)",
-                    ip,
-                    name,
-                    self.quotas.limit_for(ip),
-                )
-                client.close()
-                continue
-            try:
-                await loop.connect_accepted_socket(
-                    functools.partial(self._protocol_for, ip), client
-                )
-            except OSError as error:
-                self.quotas.release(name, ip)
-                client.close()
-                log.info("connection from %s on %s failed: %s", ip, name, error)
+            self._admit(client, address[0])
+            # Take the others already waiting now, as asyncio's own server does.
+            for _ in range(ACCEPT_BATCH):
+                if not self.quotas.slot_available(name):
+                    break
+                try:
+                    client, address = listening.accept()
+                except (BlockingIOError, InterruptedError):
+                    break
+                except OSError as error:
+                    log.warning("cannot accept a connection on %s: %s", self.listener, error)
+                    break
+                self._admit(client, address[0])
+
+    def _admit(self, client: socket.socket, ip: str) -> None:
+        name = self.listener.name
+        if not self.quotas.admit(name, ip):
+            log.info(
+                "refused a connection from %s on %s: that address has its maximum of "
+                "%d connections (max.connections.per.ip)",
+                ip,
+                name,
+                self.quotas.limit_for(ip),
+            )
+            client.close()
+            return
+        client.setblocking(False)
+        task = asyncio.get_running_loop().create_task(self._connect(client, ip))
+        self._connecting.add(task)
+        task.add_done_callback(self._connecting.discard)
+
+    async def _connect(self, client: socket.socket, ip: str) -> None:
+        loop = asyncio.get_running_loop()
+        try:
+            await loop.connect_accepted_socket(functools.partial(self._protocol_for, ip), client)
+        except OSError as error:
+            self.quotas.release(self.listener.name, ip)
+            client.close()
+            log.info("connection from %s on %s failed: %s", ip, self.listener.name, error)
 
 
 def _listening_socket(family: int, kind: int, proto: int, address: tuple) -> socket.socket:

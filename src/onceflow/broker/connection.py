@@ -100,7 +100,7 @@ class Connection:
         self._watch_idle(max(self._max_idle - idle, 0.001))
 
     async def _serve_requests(self) -> None:
-        sender = asyncio.create_task(self._send_responses())
+        sender: asyncio.Task[None] | None = None  # started by the first request
         session = self.session
         limited = session.authenticating  # frames limited to sasl.server.max.receive.size
         try:
@@ -111,6 +111,8 @@ class Connection:
                     raise CloseConnection(str(error)) from None
                 if frame is None:
                     break
+                if sender is None:
+                    sender = asyncio.create_task(self._send_responses())
                 self._unanswered += 1
                 result = await self._dispatch(frame)
                 if result is NO_RESPONSE:
@@ -127,7 +129,7 @@ class Connection:
         except ConnectionError:
             pass
         finally:
-            if await self._enqueue(None, sender):
+            if sender is not None and await self._enqueue(None, sender):
                 with contextlib.suppress(Exception):
                     await sender
             self.frames.close()

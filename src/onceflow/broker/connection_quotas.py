@@ -14,6 +14,7 @@ import ipaddress
 import socket
 from collections.abc import Iterable
 
+from onceflow.broker.memory_trim import TrimAfterCloses
 from onceflow.config import LISTENER_MAX_CONNECTIONS, BrokerConfig, parse_per_ip_overrides
 
 
@@ -33,6 +34,7 @@ class ConnectionQuotas:
         self._by_ip: collections.Counter[str] = collections.Counter()
         self._by_listener: collections.Counter[str] = collections.Counter()
         self._waiters: list[asyncio.Future[None]] = []  # acceptors waiting for a slot
+        self._trim = TrimAfterCloses()
 
     @classmethod
     def from_config(cls, config: BrokerConfig, listeners: Iterable[str]) -> ConnectionQuotas:
@@ -83,6 +85,7 @@ class ConnectionQuotas:
             del self._by_ip[ip]
         self._by_listener[listener] -= 1
         self.total -= 1
+        self._trim.closed()
         waiters, self._waiters = self._waiters, []
         for waiter in waiters:
             if not waiter.done():
