@@ -164,20 +164,26 @@ def test_a_listener_limit_leaves_the_other_listeners_alone(tmp_path, ca):
 
 
 def test_idle_and_unauthenticated_connections_are_closed(tmp_path, ca):
-    broker = start(tmp_path, ca, **{"connections.max.idle.ms": "1500"})
+    listeners = "PLAINTEXT://127.0.0.1:0,SASL_SSL://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0"
+    broker = start(tmp_path, ca, **{"connections.max.idle.ms": "1500", "listeners": listeners})
     try:
         idle = connect(broker.bootstrap_for("PLAINTEXT"))
         tls_idle = connect(broker.bootstrap_for("SASL_SSL"))  # never starts its handshake
         busy = connect(broker.bootstrap_for("PLAINTEXT"))
+        unauthenticated = connect(broker.bootstrap_for("SASL_PLAINTEXT"))
+        answered = []
         deadline = time.monotonic() + 3
-        while time.monotonic() < deadline:  # a request every 0.5 s keeps it open
+        while time.monotonic() < deadline:  # a request every 0.5 s keeps a connection open
             assert answers_api_versions(busy)
+            answered.append(answers_api_versions(unauthenticated, timeout=1))
             time.sleep(0.5)
         assert closed_by_broker(idle, timeout=3)
         assert closed_by_broker(tls_idle, timeout=3)
+        # ... but not one that does not authenticate within connections.max.idle.ms
+        assert answered[0] and not answered[-1], answered
         assert answers_api_versions(busy)
         round_trip(broker.bootstrap_for("PLAINTEXT"))
-        for sock in (idle, tls_idle, busy):
+        for sock in (idle, tls_idle, busy, unauthenticated):
             sock.close()
     finally:
         broker.stop()
