@@ -35,11 +35,15 @@ test: venv system-deps
 
 # Long loops beyond what CI needs: 2,000 simulated power losses of a working broker, 20
 # SIGKILL-and-restart cycles of three Spark queries on one source, the Spark sinks' crash
-# points on both databases for each strategy, and 20 fresh demo runs.
+# points on both databases for each strategy, 20 fresh demo runs, and 10,000 idle
+# connections to one broker with a produce/consume round trip through them (loopback).
 STRESS_POWER_LOSSES ?= 2000
 STRESS_SPARK_RESTARTS ?= 20
 STRESS_DEMOS ?= 20
+STRESS_CONNECTIONS ?= 10000
 stress: venv system-deps
+	ONCEFLOW_CONNECTION_FLOOD=$(STRESS_CONNECTIONS) $(BIN)/python -m pytest -q -s \
+		tests/integration/test_connection_flood.py
 	ONCEFLOW_POWER_LOSS_CYCLES=$(STRESS_POWER_LOSSES) $(BIN)/python -m pytest -q \
 		tests/integration/test_power_loss.py
 	ONCEFLOW_SPARK_RESTARTS=$(STRESS_SPARK_RESTARTS) $(BIN)/python -m pytest -q \

@@ -15,6 +15,9 @@ from onceflow.protocol.errors import ErrorCode, KafkaError
 log = logging.getLogger(__name__)
 
 LONG_MAX = 2**63 - 1
+INT_MAX = 2**31 - 1
+# listener.name.<listener>.max.connections: one listener's connection limit.
+LISTENER_MAX_CONNECTIONS = re.compile(r"listener\.name\.([A-Za-z0-9_]+)\.max\.connections")
 # Kafka 3.9's MetadataVersion strings ("0.10.0", "0.10.0.0", "2.8-IV1", "3.0-IV1", ...).
 MESSAGE_FORMAT_VERSION = r"(0\.(8|9|10|11)\.\d+(\.\d+)?|[1-3]\.\d+(\.\d+)?)(-IV\d+)?"
 THROTTLED_REPLICAS = r"\*|\d+:\d+"
@@ -106,6 +109,11 @@ BROKER_CONFIGS: dict[str, ConfigKey] = _keys(
     ConfigKey("log.retention.bytes", "long", -1),
     ConfigKey("message.max.bytes", "int", 1_048_588, minimum=0),
     ConfigKey("socket.request.max.bytes", "int", 104_857_600, minimum=1),
+    # Connections (docs/broker.md): idle expiry and Kafka's connection limits.
+    ConfigKey("connections.max.idle.ms", "long", 600_000),  # negative: never expire
+    ConfigKey("max.connections", "int", INT_MAX, minimum=0),
+    ConfigKey("max.connections.per.ip", "int", INT_MAX, minimum=0),
+    ConfigKey("max.connections.per.ip.overrides", "string", ""),
     ConfigKey("group.min.session.timeout.ms", "int", 6000, minimum=0),
     ConfigKey("group.max.session.timeout.ms", "int", 1_800_000, minimum=0),
     ConfigKey("group.initial.rebalance.delay.ms", "int", 0, minimum=0),
@@ -254,6 +262,8 @@ class BrokerConfig:
         config = cls({name: key.default for name, key in BROKER_CONFIGS.items()})
         for name, raw in overrides.items():
             key = BROKER_CONFIGS.get(name) or TOPIC_CONFIGS.get(name)
+            if key is None and LISTENER_MAX_CONNECTIONS.fullmatch(name):
+                key = ConfigKey(name, "int", INT_MAX, minimum=0)
             if key is None:
                 raise KafkaError(
                     ErrorCode.invalid_config,
@@ -261,6 +271,7 @@ class BrokerConfig:
                 )
             config.values[name] = parse_value(key, raw)
             config.static.add(name)
+        check_connection_limits(config.values)
         return config
 
     def __getitem__(self, name: str) -> Any:
@@ -277,6 +288,39 @@ class BrokerConfig:
         if broker_key is not None:
             return self[broker_key]
         return TOPIC_CONFIGS[name].default
+
+
+def parse_per_ip_overrides(text: str) -> dict[str, int]:
+    """``max.connections.per.ip.overrides``: ``host:count,host:count`` (an IPv6 address
+    keeps its colons: the count follows the last one)."""
+    overrides = {}
+    for entry in (item.strip() for item in text.split(",")):
+        if not entry:
+            continue
+        host, separator, count = entry.rpartition(":")
+        host = host.strip().removeprefix("[").removesuffix("]")
+        try:
+            limit = int(count)
+        except ValueError:
+            limit = -1
+        if not separator or not host or limit < 0:
+            raise KafkaError(
+                ErrorCode.invalid_config,
+                f"Invalid value {entry!r} in max.connections.per.ip.overrides: "
+                "expected host:count with a count of 0 or more",
+            )
+        overrides[host] = limit
+    return overrides
+
+
+def check_connection_limits(values: dict[str, Any]) -> None:
+    overrides = parse_per_ip_overrides(values["max.connections.per.ip.overrides"])
+    if values["max.connections.per.ip"] == 0 and not overrides:
+        raise KafkaError(
+            ErrorCode.invalid_config,
+            "max.connections.per.ip=0 would refuse every client: "
+            "allow some hosts with max.connections.per.ip.overrides",
+        )
 
 
 def validate_dynamic_broker_configs(configs: dict[str, Any]) -> dict[str, Any]:

@@ -9,6 +9,7 @@ from onceflow.config import (
     TOPIC_CONFIGS,
     BrokerConfig,
     TopicConfig,
+    parse_per_ip_overrides,
     parse_value,
     render_value,
     validate_topic_configs,
@@ -107,3 +108,44 @@ def test_unknown_broker_settings_suggest_the_closest_name():
     assert invalid(BrokerConfig.from_strings, {"colour": "blue"}) == (
         "Unknown broker configuration colour"
     )
+
+
+def test_connection_settings_have_kafkas_names_and_defaults():
+    config = BrokerConfig.from_strings({})
+    assert config["connections.max.idle.ms"] == 600_000
+    assert config["max.connections"] == config["max.connections.per.ip"] == 2**31 - 1
+    assert config["max.connections.per.ip.overrides"] == ""
+    config = BrokerConfig.from_strings({"listener.name.sasl_ssl.max.connections": "5"})
+    assert config["listener.name.sasl_ssl.max.connections"] == 5
+
+
+def test_per_ip_overrides_parse_hosts_and_ipv6_addresses():
+    assert parse_per_ip_overrides(" 127.0.0.1:2, broker.example:0,[::1]:7,::2:8") == {
+        "127.0.0.1": 2,
+        "broker.example": 0,
+        "::1": 7,
+        "::2": 8,
+    }
+
+
+@pytest.mark.parametrize(
+    ("settings", "message"),
+    [
+        ({"max.connections": "-1"}, "max.connections: must be at least 0"),
+        ({"max.connections.per.ip": "many"}, "max.connections.per.ip"),
+        ({"max.connections.per.ip.overrides": "127.0.0.1"}, "expected host:count"),
+        ({"max.connections.per.ip.overrides": "127.0.0.1:-1"}, "expected host:count"),
+        ({"max.connections.per.ip": "0"}, "max.connections.per.ip.overrides"),
+        ({"listener.name.plaintext.max.connections": "x"}, "listener.name.plaintext"),
+        ({"listener.name..max.connections": "1"}, "Unknown broker configuration"),
+    ],
+)
+def test_bad_connection_settings_are_refused_with_the_setting_named(settings, message):
+    assert message in invalid(BrokerConfig.from_strings, settings)
+
+
+def test_zero_per_ip_is_accepted_with_overrides():
+    config = BrokerConfig.from_strings(
+        {"max.connections.per.ip": "0", "max.connections.per.ip.overrides": "127.0.0.1:10"}
+    )
+    assert config["max.connections.per.ip"] == 0

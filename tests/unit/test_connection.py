@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import io
 import struct
+from types import SimpleNamespace
 
 from kio.schema.api_versions.v0.request import ApiVersionsRequest
 from kio.schema.request_header.v1.header import RequestHeader
@@ -13,6 +14,9 @@ from kio.static.primitive import i16, i32
 
 import onceflow.broker.handlers  # noqa: F401  (registers the API handlers)
 from onceflow.broker.connection import MAX_IN_FLIGHT, Connection
+from onceflow.config import BrokerConfig
+
+BROKER = SimpleNamespace(config=BrokerConfig.from_strings({}))  # what Connection reads
 
 
 def api_versions_frame(correlation_id: int) -> bytes:
@@ -59,7 +63,7 @@ def serve(frames: FakeFrames, timeout: float = 10.0) -> None:
     """Run a connection over ``frames``; fail (rather than hang) if it does not end."""
     loop = asyncio.new_event_loop()
     try:
-        task = loop.create_task(Connection(object(), frames).serve())  # type: ignore[arg-type]
+        task = loop.create_task(Connection(BROKER, frames).serve())  # type: ignore[arg-type]
         loop.run_until_complete(asyncio.wait({task}, timeout=timeout))
         assert task.done(), "the connection did not finish"
         task.result()

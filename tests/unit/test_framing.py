@@ -182,3 +182,18 @@ def test_next_frame_waits_for_data_and_drain_for_the_transport():
             protocol.write(b"too late")
 
     asyncio.run(run())
+
+
+def test_an_idle_connection_holds_no_receive_buffer():
+    async def run() -> None:
+        first, _ = open_protocol()
+        second, _ = open_protocol()
+        # Both receive into the thread's one scratch buffer.
+        assert first.get_buffer(-1).obj is second.get_buffer(-1).obj
+        feed(first, frame(b"whole") + struct.pack(">i", 1000) + b"abc", [1 << 20])
+        assert first._own is not None and len(first._own) == 1000  # sized to its frame
+        feed(first, b"x" * 997, [1 << 20])
+        assert first._own is None and first._head == b""  # given to the frame
+        assert await drain_frames(first, 2) == [b"whole", b"abc" + b"x" * 997]
+
+    asyncio.run(run())

@@ -8,11 +8,14 @@ import logging
 from typing import Any
 
 import onceflow.broker.handlers  # noqa: F401  (registers every API handler)
+from onceflow.broker.acceptor import Acceptor
 from onceflow.broker.connection import Connection
+from onceflow.broker.connection_quotas import ConnectionQuotas
 from onceflow.broker.core import BrokerCore
 from onceflow.broker.framing import FrameProtocol
 from onceflow.broker.listeners import Listener
 from onceflow.broker.security.session import Session
+from onceflow.broker.security.settings import SecuritySettingError
 
 log = logging.getLogger(__name__)
 
@@ -21,11 +24,18 @@ class Broker(BrokerCore):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         """Takes :class:`BrokerCore`'s arguments."""
         super().__init__(*args, **kwargs)
-        self._servers: list[asyncio.Server] = []
+        self._acceptors: list[Acceptor] = []
+        self.quotas: ConnectionQuotas  # made by start(), from the connection settings
         self._bound: dict[str, Listener] = {}
         self._connections: set[asyncio.Task[None]] = set()
 
     async def start(self) -> None:
+        try:
+            self.quotas = ConnectionQuotas.from_config(
+                self.config, [listener.name for listener in self.listeners]
+            )
+        except ValueError as error:
+            raise SecuritySettingError(str(error)) from None
         await self.open()
         bound = []
         for listener in self.listeners:
@@ -46,14 +56,19 @@ class Broker(BrokerCore):
         max_frame_bytes = self.config["socket.request.max.bytes"]
         if listener.protocol.uses_sasl:
             max_frame_bytes = min(max_frame_bytes, self.config["sasl.server.max.receive.size"])
-        server = await asyncio.get_running_loop().create_server(
-            lambda: FrameProtocol(max_frame_bytes, lambda frames: self._accept(listener, frames)),
-            listener.host,
-            listener.port,
-            reuse_address=True,
-        )
-        self._servers.append(server)
-        listener = listener.bound(server.sockets[0].getsockname()[1])
+        name = listener.name
+
+        def protocol_for(ip: str) -> FrameProtocol:
+            return FrameProtocol(
+                max_frame_bytes,
+                lambda frames: self._accept(listener, frames),
+                lambda: self.quotas.release(name, ip),
+            )
+
+        acceptor = Acceptor(listener, self.quotas, protocol_for)
+        port = await acceptor.start()
+        self._acceptors.append(acceptor)
+        listener = listener.bound(port)
         # Connections accepted from now on see the bound listener (its advertised port).
         self._bound[listener.name] = listener
         return listener
@@ -82,8 +97,8 @@ class Broker(BrokerCore):
             connection.frames.close()  # broker shutdown
 
     async def stop(self) -> None:
-        for server in self._servers:
-            server.close()
+        for acceptor in self._acceptors:
+            acceptor.close()
         for task in list(self._connections):
             task.cancel()
         for task in list(self._connections):

@@ -7,6 +7,7 @@ import contextlib
 import logging
 import ssl
 import struct
+import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -35,7 +36,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 MAX_IN_FLIGHT = 16
-TLS_HANDSHAKE_TIMEOUT = 10.0
+TLS_HANDSHAKE_TIMEOUT = 10.0  # or connections.max.idle.ms if that is shorter
 SASL_PHASE_APIS = frozenset({API_VERSIONS_KEY, 17, 36})  # + SaslHandshake, SaslAuthenticate
 
 
@@ -57,11 +58,49 @@ class Connection:
         self.session = session or Session(client_host=self.peer.rsplit(":", 1)[0])
         self._tls = tls
         self._responses: asyncio.Queue[Any] = asyncio.Queue(MAX_IN_FLIGHT)
+        self._opened = time.monotonic()
+        self._unanswered = 0  # requests read and not yet answered
+        idle_ms = broker.config["connections.max.idle.ms"]
+        self._max_idle = idle_ms / 1000 if idle_ms >= 0 else None
+        self._idle_timer: asyncio.TimerHandle | None = None
 
     async def serve(self) -> None:
-        if self._tls is not None and not await self._start_tls(self._tls):
+        self._watch_idle(self._max_idle)
+        try:
+            if self._tls is None or await self._start_tls(self._tls):
+                await self._serve_requests()
+        finally:
+            if self._idle_timer is not None:
+                self._idle_timer.cancel()
+
+    def _watch_idle(self, delay: float | None) -> None:
+        if delay is not None:
+            self._idle_timer = asyncio.get_running_loop().call_later(delay, self._expire)
+
+    def _expire(self) -> None:
+        """Kafka's connections.max.idle.ms: close a connection with no request in flight
+        that has sent and received nothing for that long, and one that has not finished
+        SASL authentication within that time of connecting."""
+        assert self._max_idle is not None
+        now = time.monotonic()
+        if self.session.authenticating and now - self._opened >= self._max_idle:
+            log.info(
+                "closing connection from %s: not authenticated within "
+                "connections.max.idle.ms (%d ms)",
+                self.peer,
+                self._max_idle * 1000,
+            )
+            self.frames.close()
             return
-        sender = asyncio.create_task(self._send_responses())
+        idle = now - self.frames.last_activity
+        if idle >= self._max_idle and self._unanswered == 0:
+            log.debug("closing connection from %s: idle for %.0f s", self.peer, idle)
+            self.frames.close()
+            return
+        self._watch_idle(max(self._max_idle - idle, 0.001))
+
+    async def _serve_requests(self) -> None:
+        sender: asyncio.Task[None] | None = None  # started by the first request
         session = self.session
         limited = session.authenticating  # frames limited to sasl.server.max.receive.size
         try:
@@ -72,8 +111,13 @@ class Connection:
                     raise CloseConnection(str(error)) from None
                 if frame is None:
                     break
+                if sender is None:
+                    sender = asyncio.create_task(self._send_responses())
+                self._unanswered += 1
                 result = await self._dispatch(frame)
-                if result is not NO_RESPONSE and not await self._enqueue(result, sender):
+                if result is NO_RESPONSE:
+                    self._unanswered -= 1
+                elif not await self._enqueue(result, sender):
                     break  # the sender is gone: the connection was lost
                 if session.close_after_response:
                     break
@@ -85,15 +129,16 @@ class Connection:
         except ConnectionError:
             pass
         finally:
-            if await self._enqueue(None, sender):
+            if sender is not None and await self._enqueue(None, sender):
                 with contextlib.suppress(Exception):
                     await sender
             self.frames.close()
 
     async def _start_tls(self, context: ssl.SSLContext) -> bool:
         """The TLS handshake; the client certificate's subject becomes the principal."""
+        deadline = min(TLS_HANDSHAKE_TIMEOUT, self._max_idle or TLS_HANDSHAKE_TIMEOUT)
         try:
-            ssl_object = await self.frames.start_tls(context, TLS_HANDSHAKE_TIMEOUT)
+            ssl_object = await self.frames.start_tls(context, deadline)
         except (OSError, TimeoutError, ssl.SSLError) as error:
             log.warning("TLS handshake with %s failed: %s", self.peer, error)
             self.frames.close()
@@ -130,6 +175,7 @@ class Connection:
                     self.frames.close()
                     return
             self.frames.write(item)
+            self._unanswered -= 1
             await self.frames.drain()
 
     async def _dispatch(self, frame: Frame) -> Any:

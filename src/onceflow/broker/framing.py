@@ -1,10 +1,15 @@
-"""Size-prefixed Kafka frames off a socket, with as few copies as the protocol allows.
+"""Size-prefixed Kafka frames off a socket, with as few copies as the protocol allows,
+and nothing held by a connection that has nothing in flight.
 
-An ``asyncio.BufferedProtocol``: the event loop receives straight into our buffers
-(``recv_into``). Small frames (most requests) are cut out of one reusable receive buffer.
-A large frame (a Produce request of a megabyte) gets a buffer of its own as soon as its
-size is known, and the rest of it is received directly into that buffer, so its bytes are
-copied once from the kernel and never again until the handler decodes them.
+An ``asyncio.BufferedProtocol``. The event loop receives into one scratch buffer shared
+by every connection of the thread (``get_buffer``, ``recv_into`` and ``buffer_updated``
+run back to back, so no two connections use it at once); complete frames are copied out
+of it. An incomplete frame gets a buffer of exactly its size as soon as its size prefix is
+known, and a large one is received straight into that buffer. A delivered frame's buffer
+belongs to the frame and is freed with it: an idle connection holds no receive buffer.
+
+On a TLS listener the records are decrypted here too (:mod:`onceflow.broker.tls_records`):
+asyncio's own TLS transport keeps a 256 KiB buffer per connection.
 
 Frames are handed to one consumer (the connection's request loop) in order by
 ``next_frame()``. Reading pauses while too many received frames wait to be handled, as a
@@ -18,15 +23,29 @@ import asyncio
 import collections
 import ssl
 import struct
+import threading
+import time
 from collections.abc import Callable
+
+from onceflow.broker.tls_records import TlsRecords
 
 SIZE = struct.Struct(">i")
 RECEIVE_BUFFER_BYTES = 256 * 1024  # the selector transport reads at most this much per call
-OWN_BUFFER_BYTES = 64 * 1024  # an incomplete frame at least this large gets its own buffer
+OWN_BUFFER_BYTES = 64 * 1024  # the rest of a frame at least this large is received directly
 PAUSE_FRAMES = 64  # stop reading while this many frames wait ...
 PAUSE_BYTES = 4 * 1024 * 1024  # ... or this many bytes of them
 
 Frame = bytes | memoryview
+
+
+class _Scratch(threading.local):
+    """The thread's receive buffer, lent to one connection at a time."""
+
+    def __init__(self) -> None:
+        self.view = memoryview(bytearray(RECEIVE_BUFFER_BYTES))
+
+
+_scratch = _Scratch()
 
 
 class FrameError(Exception):
@@ -34,16 +53,22 @@ class FrameError(Exception):
 
 
 class FrameProtocol(asyncio.BufferedProtocol):
-    def __init__(self, max_frame_bytes: int, on_open: Callable[[FrameProtocol], None]) -> None:
+    def __init__(
+        self,
+        max_frame_bytes: int,
+        on_open: Callable[[FrameProtocol], None],
+        on_lost: Callable[[], None] | None = None,
+    ) -> None:
         self.max_frame_bytes = max_frame_bytes
         self._on_open = on_open
+        self._on_lost = on_lost
         self.transport: asyncio.Transport | None = None
         self.peer = "unknown"
-        self._buffer = bytearray(RECEIVE_BUFFER_BYTES)
-        self._start = 0  # first unconsumed byte of _buffer
-        self._end = 0  # end of the received bytes in _buffer
-        self._own: bytearray | None = None  # the large frame being received
+        self.last_activity = time.monotonic()  # the last byte received or sent
+        self._head = b""  # the first bytes (fewer than 4) of a size prefix
+        self._own: bytearray | None = None  # the incomplete frame, sized to it
         self._own_filled = 0
+        self._direct = False  # get_buffer handed out _own itself, not the scratch buffer
         self._frames: collections.deque[Frame] = collections.deque()
         self._queued_bytes = 0
         self._error: FrameError | None = None  # delivered after the frames before it
@@ -53,7 +78,7 @@ class FrameProtocol(asyncio.BufferedProtocol):
         self._frame_waiter: asyncio.Future[None] | None = None
         self._writing_paused = False
         self._drain_waiters: list[asyncio.Future[None]] = []
-        self._tls = False
+        self._tls: TlsRecords | None = None
 
     # -- asyncio callbacks ----------------------------------------------------------------
 
@@ -65,46 +90,54 @@ class FrameProtocol(asyncio.BufferedProtocol):
         self._on_open(self)
 
     def get_buffer(self, sizehint: int) -> memoryview:
-        if self._own is not None:
-            return memoryview(self._own)[self._own_filled :]
-        if self._end == len(self._buffer):
-            self._compact()
-        return memoryview(self._buffer)[self._end :]
+        own = self._own
+        if (
+            self._tls is None
+            and own is not None
+            and len(own) - self._own_filled >= OWN_BUFFER_BYTES
+        ):
+            self._direct = True
+            return memoryview(own)[self._own_filled :]
+        self._direct = False
+        return _scratch.view
 
     def buffer_updated(self, nbytes: int) -> None:
-        if self._own is not None:
+        self.last_activity = time.monotonic()
+        if self._direct:
+            self._direct = False
             self._own_filled += nbytes
-            if self._own_filled == len(self._own):
-                self._deliver(memoryview(self._own).toreadonly())
-                self._own = None
-                self._maybe_pause()
-            return
-        self._end += nbytes
-        self._split()
+            if self._own is not None and self._own_filled == len(self._own):
+                self._deliver_own()
+        elif self._tls is not None:
+            self._tls.received(_scratch.view[:nbytes])
+        else:
+            self.consume(_scratch.view[:nbytes])
         self._maybe_pause()
 
     def eof_received(self) -> bool:
         if self._error is None and self._own is not None:
             self._fail(f"connection closed inside a {len(self._own)}-byte request")
-        elif self._error is None and self._end > self._start:
-            if self._end - self._start < SIZE.size:
-                self._fail("truncated size prefix")
-            else:
-                (size,) = SIZE.unpack_from(self._buffer, self._start)
-                self._fail(f"connection closed inside a {size}-byte request")
+        elif self._error is None and self._head:
+            self._fail("truncated size prefix")
         self._eof = True
         self._wake_reader()
         # Keep the transport open: the responses still owed are written (TLS cannot).
-        return not self._tls
+        return self._tls is None
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._lost = True
         self._eof = True
+        self._own = None
+        if self._tls is not None:
+            self._tls.lost()
         self._wake_reader()
         for waiter in self._drain_waiters:
             if not waiter.done():
                 waiter.set_exception(ConnectionResetError("connection lost"))
         self._drain_waiters.clear()
+        if self._on_lost is not None:
+            on_lost, self._on_lost = self._on_lost, None
+            on_lost()
 
     def pause_writing(self) -> None:
         self._writing_paused = True
@@ -118,41 +151,48 @@ class FrameProtocol(asyncio.BufferedProtocol):
 
     # -- framing --------------------------------------------------------------------------
 
-    def _split(self) -> None:
-        """Cut every complete frame out of the receive buffer."""
-        buffer = self._buffer
-        view = memoryview(buffer)
-        try:
-            while self._error is None and self._end - self._start >= SIZE.size:
-                (size,) = SIZE.unpack_from(buffer, self._start)
-                if size < 0 or size > self.max_frame_bytes:
-                    self._fail(
-                        f"request size {size} is outside 0..{self.max_frame_bytes} "
-                        "(socket.request.max.bytes)"
-                    )
+    def consume(self, data: memoryview) -> None:
+        """Cut frames out of received (or decrypted) bytes; keep an incomplete one."""
+        position, end = 0, len(data)
+        while position < end and self._error is None:
+            own = self._own
+            if own is not None:
+                take = min(len(own) - self._own_filled, end - position)
+                own[self._own_filled : self._own_filled + take] = data[position : position + take]
+                self._own_filled += take
+                position += take
+                if self._own_filled == len(own):
+                    self._deliver_own()
+                continue
+            if self._head or end - position < SIZE.size:
+                take = min(SIZE.size - len(self._head), end - position)
+                self._head += bytes(data[position : position + take])
+                position += take
+                if len(self._head) < SIZE.size:
                     return
-                begin = self._start + SIZE.size
-                available = self._end - begin
-                if available >= size:
-                    self._deliver(bytes(view[begin : begin + size]))
-                    self._start = begin + size
-                    continue
-                if size >= OWN_BUFFER_BYTES or size + SIZE.size > len(buffer):
-                    own = bytearray(size)
-                    own[:available] = view[begin : self._end]
-                    self._own, self._own_filled = own, available
-                    self._start = self._end = 0
+                (size,) = SIZE.unpack(self._head)
+                self._head = b""
+                begin = position
+            else:
+                (size,) = SIZE.unpack_from(data, position)
+                begin = position + SIZE.size
+            if size < 0 or size > self.max_frame_bytes:
+                self._fail(
+                    f"request size {size} is outside 0..{self.max_frame_bytes} "
+                    "(socket.request.max.bytes)"
+                )
                 return
-        finally:
-            view.release()
-            if self._start == self._end:
-                self._start = self._end = 0
+            if end - begin >= size:
+                self._deliver(bytes(data[begin : begin + size]))
+                position = begin + size
+            else:
+                self._own, self._own_filled = bytearray(size), 0
+                position = begin
 
-    def _compact(self) -> None:
-        """Move the unconsumed bytes (the beginning of one frame) to the buffer's front."""
-        remaining = self._end - self._start
-        self._buffer[:remaining] = self._buffer[self._start : self._end]
-        self._start, self._end = 0, remaining
+    def _deliver_own(self) -> None:
+        assert self._own is not None
+        self._deliver(memoryview(self._own).toreadonly())
+        self._own, self._own_filled = None, 0
 
     def _deliver(self, frame: Frame) -> None:
         self._frames.append(frame)
@@ -161,6 +201,7 @@ class FrameProtocol(asyncio.BufferedProtocol):
 
     def _fail(self, reason: str) -> None:
         self._error = FrameError(reason)
+        self._own = None
         self._wake_reader()
         if self.transport is not None and not self._lost:
             self.transport.pause_reading()
@@ -177,6 +218,11 @@ class FrameProtocol(asyncio.BufferedProtocol):
         waiter = self._frame_waiter
         if waiter is not None and not waiter.done():
             waiter.set_result(None)
+
+    def end_of_stream(self) -> None:
+        """The peer ended the TLS session (close_notify): like a TCP end of stream."""
+        self.eof_received()
+        self.close()
 
     # -- for the request loop -------------------------------------------------------------
 
@@ -211,23 +257,23 @@ class FrameProtocol(asyncio.BufferedProtocol):
         assert self.transport is not None
         self.transport.pause_reading()
 
-    async def start_tls(self, context: ssl.SSLContext, timeout: float) -> ssl.SSLObject | None:
+    async def start_tls(self, context: ssl.SSLContext, timeout: float) -> ssl.SSLObject:
         """Run the server side of the TLS handshake; from then on frames are decrypted.
 
         Raises what the handshake raised (ssl.SSLError, ConnectionError, TimeoutError)."""
         assert self.transport is not None
-        transport = await asyncio.get_running_loop().start_tls(
-            self.transport, self, context, server_side=True, ssl_handshake_timeout=timeout
-        )
-        assert transport is not None
-        self.transport = transport
-        self._tls = True
-        return transport.get_extra_info("ssl_object")
+        self._tls = TlsRecords(context, self)
+        self.transport.resume_reading()
+        return await asyncio.wait_for(self._tls.handshake, timeout)
 
     def write(self, data: bytes) -> None:
         if self._lost or self.transport is None:
             raise ConnectionResetError("connection lost")
-        self.transport.write(data)
+        self.last_activity = time.monotonic()
+        if self._tls is not None:
+            self._tls.send(data)
+        else:
+            self.transport.write(data)
 
     async def drain(self) -> None:
         if self._lost:
@@ -238,5 +284,7 @@ class FrameProtocol(asyncio.BufferedProtocol):
             await waiter
 
     def close(self) -> None:
-        if self.transport is not None:
+        if self.transport is not None and not self.transport.is_closing():
+            if self._tls is not None:
+                self._tls.close()
             self.transport.close()
