@@ -31,6 +31,8 @@ from onceflow.kafka_cluster.node import DEFAULT_HEAP, FAST_START_OPTIONS, KafkaN
 from onceflow.kafka_cluster.ports import free_ports, is_free
 
 START_TIMEOUT = 120.0
+# Nodes stopping together can wait on a controller quorum that is going away: SIGKILL then.
+GRACEFUL_STOP_SECONDS = 10.0
 INTERNAL_TOPIC_PARTITIONS = 5  # __consumer_offsets, __transaction_state (Kafka: 50)
 
 
@@ -148,8 +150,9 @@ class KafkaCluster:
             for node in nodes:
                 if node.running and node.process is not None:
                     node.process.terminate()
+            deadline = time.monotonic() + GRACEFUL_STOP_SECONDS
             for node in nodes:
-                node.terminate(timeout=30)
+                node.terminate(timeout=max(0.1, deadline - time.monotonic()))
         if self._own_directory and self.directory is not None:
             shutil.rmtree(self.directory, ignore_errors=True)
 
