@@ -29,6 +29,7 @@ from onceflow.kafka_cluster import jars
 from onceflow.kafka_cluster.errors import KafkaClusterError
 from onceflow.kafka_cluster.node import DEFAULT_HEAP, FAST_START_OPTIONS, KafkaNode, find_java
 from onceflow.kafka_cluster.ports import free_ports, is_free
+from onceflow.kafka_cluster.probe import node_metadata
 
 START_TIMEOUT = 120.0
 # Nodes stopping together can wait on a controller quorum that is going away: SIGKILL then.
@@ -138,12 +139,15 @@ class KafkaCluster:
         self.start_seconds = time.monotonic() - began
         return self
 
-    def stop(self) -> None:
-        """Kill every node and delete a temporary directory; SIGTERM first (Kafka's
-        controlled shutdown) when the data stays in a directory of yours."""
+    def stop(self, graceful: bool | None = None) -> None:
+        """Stop every node and delete a temporary directory. ``graceful``: SIGTERM first
+        (Kafka's controlled shutdown, SIGKILL after 10 s) rather than SIGKILL; by default
+        only when the data stays in a directory of yours."""
         atexit.unregister(self._at_exit)
         nodes = list(self.nodes.values())
-        if self._own_directory:
+        if graceful is None:
+            graceful = not self._own_directory
+        if not graceful:
             for node in nodes:
                 node.kill()
         else:
@@ -265,6 +269,26 @@ class KafkaCluster:
             raise KafkaClusterError(f"{topic} does not exist yet: no coordinator was asked for")
         return self.leader_of(topic, coordinator_partition(key, len(topics[topic].partitions)))
 
+    def wait_for_topic(self, topic: str, timeout: float = 30.0) -> None:
+        """Until every running node knows ``topic`` and a leader for each of its partitions
+        (a new topic's metadata reaches the brokers one by one)."""
+        deadline = time.monotonic() + timeout
+        waiting = {node.node_id: node for node in self.nodes.values() if node.running}
+        while waiting:
+            for node_id, node in list(waiting.items()):
+                try:
+                    leaders = node_metadata(node.bootstrap, (topic,)).leaders.get(topic)
+                except OSError:
+                    continue
+                if leaders and all(leader >= 0 for leader in leaders.values()):
+                    del waiting[node_id]
+            if waiting and time.monotonic() > deadline:
+                raise KafkaClusterError(
+                    f"nodes {sorted(waiting)} do not know topic {topic!r} after {timeout:.0f}s"
+                )
+            if waiting:
+                time.sleep(0.1)
+
     def wait_in_sync(
         self, topic: str, partitions: Iterable[int] | None = None, timeout: float = 60.0
     ) -> None:
@@ -351,8 +375,6 @@ class KafkaCluster:
 
     def _wait_metadata(self, nodes: list[KafkaNode], deadline: float, expected: set[int]) -> None:
         """Until each node answers Metadata itself and lists every id in ``expected``."""
-        from confluent_kafka import KafkaException
-
         waiting = {node.node_id: node for node in nodes}
         last = "no answer"
         while waiting:
@@ -360,15 +382,14 @@ class KafkaCluster:
                 if not node.running:
                     raise KafkaClusterError(f"node {node_id} exited: {node.cause()}")
                 try:
-                    answer = _admin(node.bootstrap).list_topics(timeout=2)
-                except KafkaException as error:
+                    view = node_metadata(node.bootstrap)
+                except OSError as error:
                     last = str(error)
                     continue
-                listed = set(answer.brokers)
-                if answer.orig_broker_id == node_id and expected <= listed:
+                if expected <= view.brokers:
                     del waiting[node_id]
                 else:
-                    last = f"brokers {sorted(listed)} of {sorted(expected)}"
+                    last = f"it lists brokers {sorted(view.brokers)} of {sorted(expected)}"
             if not waiting:
                 return
             if time.monotonic() > deadline:
@@ -376,7 +397,7 @@ class KafkaCluster:
                     f"nodes {sorted(waiting)} started but do not serve the cluster's "
                     f"metadata ({last})"
                 )
-            time.sleep(0.2)
+            time.sleep(0.1)
 
     def _running_ids(self) -> set[int]:
         return {node_id for node_id, node in self.nodes.items() if node.running}
