@@ -42,6 +42,7 @@ def kafka_cluster_command(
     Exit 1 with one line if Java, Maven or a port is missing. See docs/kafka-cluster.md.
     """
     from onceflow.kafka_cluster import KAFKA_VERSION, KafkaCluster, KafkaClusterError, ensure_jars
+    from onceflow.kafka_cluster.node import find_java
 
     config = {}
     for setting in settings:
@@ -53,6 +54,8 @@ def kafka_cluster_command(
         if fetch:
             click.echo(f"Apache Kafka {KAFKA_VERSION} jars: {ensure_jars()}")
             return
+        ensure_jars()
+        find_java()
         cluster = KafkaCluster(nodes, directory=data_dir, port=port, config=config)
         signal.signal(signal.SIGTERM, _interrupt)
         signal.signal(signal.SIGINT, _interrupt)

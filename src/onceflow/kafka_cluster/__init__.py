@@ -9,7 +9,7 @@ and ``onceflow kafka-cluster`` run one until Ctrl-C; the pytest plugin's
 
 from onceflow.kafka_cluster.cluster import KafkaCluster, coordinator_partition, default_properties
 from onceflow.kafka_cluster.errors import KafkaClusterError
-from onceflow.kafka_cluster.jars import KAFKA_VERSION, classpath, ensure_jars
+from onceflow.kafka_cluster.jars import KAFKA_VERSION, cache_dir, classpath, ensure_jars
 from onceflow.kafka_cluster.node import KafkaNode
 
 __all__ = [
@@ -17,6 +17,7 @@ __all__ = [
     "KafkaCluster",
     "KafkaClusterError",
     "KafkaNode",
+    "cache_dir",
     "classpath",
     "coordinator_partition",
     "default_properties",

@@ -12,6 +12,7 @@ from __future__ import annotations
 import fcntl
 import hashlib
 import os
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -85,7 +86,8 @@ def _fetch(cache: Path, digest: str) -> None:
     result = subprocess.run(command, capture_output=True, text=True, check=False)
     if result.returncode != 0 or not any(staging.glob("kafka_2.13-*.jar")):
         raise KafkaClusterError(
-            f"could not fetch Apache Kafka {KAFKA_VERSION}'s jars with Maven: "
+            f"could not fetch Apache Kafka {KAFKA_VERSION}'s jars with Maven (is the network, "
+            f"or the Maven mirror in ~/.m2/settings.xml, reachable?): "
             f"{maven_error(result.stdout + result.stderr)}"
         )
     (cache / _STAMP).unlink(missing_ok=True)
@@ -94,13 +96,17 @@ def _fetch(cache: Path, digest: str) -> None:
     (cache / _STAMP).write_text(digest + "\n")
 
 
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
+
 def maven_error(output: str) -> str:
-    """The first ``[ERROR]`` line of Maven's output, trimmed to its cause."""
-    for line in output.splitlines():
-        line = line.strip()
+    """The first ``[ERROR]`` line of Maven's output, without colours or help links."""
+    lines = [_ANSI.sub("", line).strip() for line in output.splitlines()]
+    for line in lines:
         if line.startswith("[ERROR]"):
             message = line.removeprefix("[ERROR]").strip()
+            message = re.sub(r"\s*-> \[Help \d+\]$", "", message)
             if message:
                 return message[:400]
-    lines = [line.strip() for line in output.splitlines() if line.strip()]
+    lines = [line for line in lines if line]
     return lines[-1][:400] if lines else "mvn failed without a message"
