@@ -118,15 +118,16 @@ class KafkaCluster:
         began = time.monotonic()
         java = find_java(self.java)
         classpath = jars.classpath()
+        jvm_options = list(self.jvm_options)
         archive = existing_archive(java) if self.class_archive else None
         if archive is not None:
-            self.jvm_options = [*self.jvm_options, f"-XX:SharedArchiveFile={archive}"]
+            jvm_options.append(f"-XX:SharedArchiveFile={archive}")
         if self.directory is None:
             self.directory = Path(tempfile.mkdtemp(prefix="onceflow-kafka-"))
         self.directory.mkdir(parents=True, exist_ok=True)
         atexit.register(self._at_exit)
         try:
-            self.nodes = self._make_nodes(java, classpath)
+            self.nodes = self._make_nodes(java, classpath, jvm_options)
             formats = {
                 node_id: node.start_format(self.cluster_id)
                 for node_id, node in self.nodes.items()
@@ -327,7 +328,9 @@ class KafkaCluster:
 
     # --- internals ---
 
-    def _make_nodes(self, java: str, classpath: str) -> dict[int, KafkaNode]:
+    def _make_nodes(
+        self, java: str, classpath: str, jvm_options: list[str]
+    ) -> dict[int, KafkaNode]:
         assert self.directory is not None
         ids = list(range(1, self.size + 1))
         if self.port:
@@ -374,7 +377,7 @@ class KafkaCluster:
                 java=java,
                 classpath=classpath,
                 heap=self.heap,
-                jvm_options=self.jvm_options,
+                jvm_options=jvm_options,
             )
             node.write_config()
             nodes[node_id] = node
