@@ -1,13 +1,15 @@
 # onceflow: `make demo` runs the main job on embedded defaults; `make test` runs every test.
-# Both install what they need (a .venv with the Python packages; kcat, Java and PostgreSQL
-# from Debian's packages when missing) and can be run again at any time.
+# Both install what they need (a .venv with the Python packages; kcat, Java, Maven and
+# PostgreSQL from Debian's packages when missing; `make test` also Apache Kafka's jars from
+# Maven, cached) and can be run again at any time.
 
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 PYTEST_WORKERS ?= 2
 
-.PHONY: demo broker-demo test stress lint unit integration system-deps venv bench guarantees clean
+.PHONY: demo broker-demo test stress lint unit integration system-deps venv bench guarantees clean \
+	kafka-jars kafka-cluster
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -22,6 +24,16 @@ venv: $(VENV)/.installed
 system-deps:
 	@bash scripts/system-deps.sh
 
+# Apache Kafka's jars (the release src/onceflow/kafka_cluster/pom.xml pins), fetched with
+# Maven once into ~/.cache/onceflow/kafka-<version>; no network when cached.
+kafka-jars: venv system-deps
+	$(BIN)/onceflow kafka-cluster --fetch
+
+# A real 3-node Apache Kafka KRaft cluster on 127.0.0.1: prints `bootstrap ...`, runs until
+# Ctrl-C (docs/kafka-cluster.md).
+kafka-cluster: kafka-jars
+	$(BIN)/onceflow kafka-cluster
+
 demo: venv system-deps
 	$(BIN)/python examples/orders/demo.py
 
@@ -29,7 +41,7 @@ demo: venv system-deps
 broker-demo: venv
 	$(BIN)/python -m onceflow demo
 
-test: venv system-deps
+test: venv system-deps kafka-jars
 	$(BIN)/ruff check src tests benchmarks examples scripts
 	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist loadgroup -q --durations=30
 

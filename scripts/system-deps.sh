@@ -4,6 +4,8 @@ set -euo pipefail
 need=()
 command -v kcat >/dev/null 2>&1 || need+=(kcat)
 command -v java >/dev/null 2>&1 || need+=(default-jre-headless)
+# Maven fetches Apache Kafka's jars for the Apache Kafka cluster (src/onceflow/kafka_cluster).
+command -v mvn >/dev/null 2>&1 || need+=(maven)
 ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || need+=(postgresql)
 # Burrow and the ZooKeeper it insists on (tests/integration/test_burrow.py; about 36 MB).
 command -v Burrow >/dev/null 2>&1 || need+=(burrow)

@@ -12,6 +12,18 @@ Installed with onceflow and enabled automatically; it does what testcontainers'
 * ``kafka_broker`` — a fresh broker for one test (for tests that kill or reconfigure it);
   ``kafka_broker_factory(config={"num.partitions": "3"})`` starts brokers with settings.
 
+Apache Kafka itself (the release ``onceflow.kafka_cluster`` pins, from Maven's jars):
+
+* ``apache_kafka_cluster`` — one 3-node KRaft cluster for the session
+  (``onceflow.kafka_cluster.KafkaCluster``; ``.bootstrap`` lists all three brokers).
+  Every test using it runs on one pytest-xdist worker: the plugin puts it in the
+  xdist group ``"apache-kafka"`` (``make test`` runs ``--dist loadgroup``), so the
+  session starts three JVMs once, not once per worker, and a test may kill nodes without
+  disturbing a test on another worker. A test that kills or stops nodes brings them back
+  (``cluster.heal()``) before it ends; ``apache_kafka_topic_factory`` heals too.
+* ``apache_kafka_topic_factory`` — like ``kafka_topic_factory`` on that cluster, with
+  replication factor 3 by default.
+
 Every broker listens on a free port with a temporary data directory;
 ``broker.bootstrap`` is ``"127.0.0.1:PORT"``. A broker that refuses to start raises
 ``BrokerStartError`` quoting its own message (e.g. an unknown setting). A
@@ -25,14 +37,21 @@ import re
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
 from onceflow.broker.process import BrokerProcess, temporary_broker
 
+if TYPE_CHECKING:
+    from onceflow.kafka_cluster import KafkaCluster
+
 __all__ = [
+    "APACHE_KAFKA_GROUP",
     "BrokerProcess",
     "BrokerStartError",
+    "apache_kafka_cluster",
+    "apache_kafka_topic_factory",
     "kafka_broker",
     "kafka_broker_factory",
     "kafka_module_broker",
@@ -132,3 +151,68 @@ def kafka_broker_factory(tmp_path: Path) -> Iterator[Callable[..., BrokerProcess
 @pytest.fixture
 def kafka_broker(kafka_broker_factory: Callable[..., BrokerProcess]) -> BrokerProcess:
     return kafka_broker_factory()
+
+
+# --------------------------------------------------------------------------- Apache Kafka
+
+APACHE_KAFKA_GROUP = "apache-kafka"
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Under ``--dist loadgroup``, every test using the Apache Kafka cluster joins the one
+    group ``"apache-kafka"``, so one xdist worker runs them all (and starts one cluster).
+
+    pytest-xdist names an item's group after all its ``xdist_group`` marks (module's and
+    test's, joined) by suffixing its node id; this hook runs after that and replaces the
+    suffix, so a module's own group cannot split the Apache Kafka tests over workers. A
+    test that reaches the cluster only through ``request.getfixturevalue`` needs
+    ``pytest.mark.xdist_group("apache-kafka")`` instead.
+    """
+    if not getattr(config.option, "loadgroup", False):
+        return
+    for item in items:
+        if "apache_kafka_cluster" not in getattr(item, "fixturenames", ()):
+            continue
+        names = {
+            str(mark.args[0] if mark.args else mark.kwargs.get("name", "default"))
+            for mark in item.iter_markers("xdist_group")
+        }
+        suffix = "@" + "_".join(sorted(names)) if names else ""
+        base = item.nodeid.removesuffix(suffix) if suffix else item.nodeid
+        item._nodeid = f"{base}@{APACHE_KAFKA_GROUP}"  # type: ignore[attr-defined]
+
+
+@pytest.fixture(scope="session")
+def apache_kafka_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaCluster]:
+    from onceflow.kafka_cluster import KafkaCluster, KafkaClusterError
+
+    cluster = KafkaCluster(3, directory=tmp_path_factory.mktemp("apache-kafka"))
+    try:
+        cluster.start()
+    except KafkaClusterError as error:
+        pytest.fail(f"Apache Kafka cluster: {error}", pytrace=False)
+    yield cluster
+    cluster.stop(graceful=False)
+
+
+@pytest.fixture
+def apache_kafka_topic_factory(request: pytest.FixtureRequest) -> Callable[..., str]:
+    def create(
+        partitions: int = 1,
+        replication_factor: int = 3,
+        config: dict[str, str] | None = None,
+        name: str | None = None,
+    ) -> str:
+        from confluent_kafka.admin import AdminClient, NewTopic
+
+        cluster = request.getfixturevalue("apache_kafka_cluster")
+        cluster.heal()
+        topic = name or unique_name(request.node.name)
+        admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+        new = NewTopic(topic, partitions, replication_factor, config=dict(config or {}))
+        admin.create_topics([new])[topic].result(30)
+        cluster.wait_for_topic(topic)
+        return topic
+
+    return create

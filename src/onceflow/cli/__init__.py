@@ -10,6 +10,7 @@ from onceflow.cli.broker import broker
 from onceflow.cli.chaos import chaos_command
 from onceflow.cli.demo import demo_command
 from onceflow.cli.groups import groups_command
+from onceflow.cli.kafka_cluster import kafka_cluster_command
 from onceflow.cli.log import log_command
 from onceflow.cli.relay import relay_command
 from onceflow.cli.root import main
@@ -28,6 +29,7 @@ for _command in (
     chaos_command,
     relay_command,
     log_command,
+    kafka_cluster_command,
 ):
     main.add_command(_command)
 

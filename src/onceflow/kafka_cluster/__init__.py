@@ -1,0 +1,25 @@
+"""Apache Kafka on demand: a KRaft cluster of real Kafka nodes from Maven's jars, no Docker.
+
+``KafkaCluster(nodes=3).start()`` (or ``with KafkaCluster() as cluster:``) fetches the
+pinned release's jars once (``jars.py``), starts combined broker+controller nodes on
+loopback and returns when every node serves Metadata. ``python -m onceflow.kafka_cluster``
+and ``onceflow kafka-cluster`` run one until Ctrl-C; the pytest plugin's
+``apache_kafka_cluster`` fixture shares one per test session. See docs/kafka-cluster.md.
+"""
+
+from onceflow.kafka_cluster.cluster import KafkaCluster, coordinator_partition, default_properties
+from onceflow.kafka_cluster.errors import KafkaClusterError
+from onceflow.kafka_cluster.jars import KAFKA_VERSION, cache_dir, classpath, ensure_jars
+from onceflow.kafka_cluster.node import KafkaNode
+
+__all__ = [
+    "KAFKA_VERSION",
+    "KafkaCluster",
+    "KafkaClusterError",
+    "KafkaNode",
+    "cache_dir",
+    "classpath",
+    "coordinator_partition",
+    "default_properties",
+    "ensure_jars",
+]

@@ -1,0 +1,450 @@
+"""A KRaft cluster of combined broker+controller nodes on loopback, from Maven's jars.
+
+>>> with KafkaCluster(nodes=3) as cluster:
+...     producer = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all"})
+...     cluster.kill(cluster.leader_of(topic, 0))
+
+Node ids are 1..nodes. Every node listens on ``127.0.0.1`` with a broker port and a
+controller port; the controller quorum is static (``controller.quorum.voters``) and every
+node is a voter. The settings suit tests of exactly-once pipelines: replication factor 3
+and ``min.insync.replicas=2`` by default (1 and 1 for a single node), small internal
+topics, fast failure detection. Nothing here needs more than the standard library and
+confluent-kafka (for the metadata checks).
+"""
+
+from __future__ import annotations
+
+import atexit
+import base64
+import shutil
+import tempfile
+import time
+import uuid
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+from onceflow.kafka_cluster import jars
+from onceflow.kafka_cluster.class_archive import existing_archive
+from onceflow.kafka_cluster.errors import KafkaClusterError
+from onceflow.kafka_cluster.node import DEFAULT_HEAP, FAST_START_OPTIONS, KafkaNode, find_java
+from onceflow.kafka_cluster.ports import free_ports, is_free
+from onceflow.kafka_cluster.probe import node_metadata
+
+START_TIMEOUT = 120.0
+# Nodes stopping together can wait on a controller quorum that is going away: SIGKILL then.
+GRACEFUL_STOP_SECONDS = 10.0
+INTERNAL_TOPIC_PARTITIONS = 5  # __consumer_offsets, __transaction_state (Kafka: 50)
+
+
+def default_properties(nodes: int) -> dict[str, str]:
+    """The broker settings every node gets (``config=`` overrides any of them)."""
+    replication = str(min(3, nodes))
+    min_isr = "2" if nodes >= 3 else "1"
+    return {
+        "default.replication.factor": replication,
+        "min.insync.replicas": min_isr,
+        "offsets.topic.replication.factor": replication,
+        "offsets.topic.num.partitions": str(INTERNAL_TOPIC_PARTITIONS),
+        "transaction.state.log.replication.factor": replication,
+        "transaction.state.log.min.isr": min_isr,
+        "transaction.state.log.num.partitions": str(INTERNAL_TOPIC_PARTITIONS),
+        "share.coordinator.state.topic.replication.factor": replication,
+        "share.coordinator.state.topic.min.isr": min_isr,
+        "num.partitions": "1",
+        "auto.create.topics.enable": "true",
+        "unclean.leader.election.enable": "false",
+        "group.initial.rebalance.delay.ms": "0",
+        # A killed node is fenced (its partitions get new leaders) after 6 s, not 9 s.
+        "broker.heartbeat.interval.ms": "1000",
+        "broker.session.timeout.ms": "6000",
+    }
+
+
+class KafkaCluster:
+    """Apache Kafka nodes on loopback; ``start()`` returns once every node serves Metadata
+    listing every broker. Kill, terminate and restart single nodes to test failover."""
+
+    def __init__(
+        self,
+        nodes: int = 3,
+        *,
+        directory: Path | str | None = None,
+        port: int = 0,
+        config: Mapping[str, str] | None = None,
+        heap: str = DEFAULT_HEAP,
+        jvm_options: Sequence[str] = FAST_START_OPTIONS,
+        java: str | None = None,
+        start_timeout: float = START_TIMEOUT,
+        class_archive: bool = True,
+    ) -> None:
+        """``directory`` keeps the nodes' data (a temporary one is deleted by ``stop``);
+        ``port`` is node 1's broker port, node N gets ``port + N - 1`` (0: free ports);
+        ``config`` overrides broker settings on every node; ``class_archive``: use the
+        class-data archive of Kafka's classes when one was made (class_archive.py)."""
+        if nodes < 1:
+            raise ValueError("a cluster needs at least one node")
+        self.size = nodes
+        self._own_directory = directory is None
+        self.directory = Path(directory) if directory else None
+        self.port = port
+        self.config = {**default_properties(nodes), **dict(config or {})}
+        self.heap = heap
+        self.jvm_options = list(jvm_options)
+        self.java = java
+        self.start_timeout = start_timeout
+        self.class_archive = class_archive
+        self.cluster_id = _random_cluster_id()
+        self.nodes: dict[int, KafkaNode] = {}
+        self.start_seconds: float | None = None  # how long the last start() took
+
+    @property
+    def bootstrap(self) -> str:
+        """``host:port`` of every broker, comma-separated (``bootstrap.servers``)."""
+        self._require_started()
+        return ",".join(node.bootstrap for node in self.nodes.values())
+
+    def node(self, node_id: int) -> KafkaNode:
+        self._require_started()
+        try:
+            return self.nodes[node_id]
+        except KeyError:
+            raise KeyError(f"no node {node_id}: the nodes are {sorted(self.nodes)}") from None
+
+    # --- lifecycle ---
+
+    def start(self) -> KafkaCluster:
+        began = time.monotonic()
+        java = find_java(self.java)
+        classpath = jars.classpath()
+        jvm_options = list(self.jvm_options)
+        archive = existing_archive(java) if self.class_archive else None
+        if archive is not None:
+            jvm_options.append(f"-XX:SharedArchiveFile={archive}")
+        if self.directory is None:
+            self.directory = Path(tempfile.mkdtemp(prefix="onceflow-kafka-"))
+        self.directory.mkdir(parents=True, exist_ok=True)
+        atexit.register(self._at_exit)
+        try:
+            self.nodes = self._make_nodes(java, classpath, jvm_options)
+            formats = {
+                node_id: node.start_format(self.cluster_id)
+                for node_id, node in self.nodes.items()
+                if not node.formatted
+            }
+            for node_id, process in formats.items():
+                self.nodes[node_id].check_format(process, self.start_timeout)
+            for node in self.nodes.values():
+                node.launch()
+            deadline = time.monotonic() + self.start_timeout
+            for node in self.nodes.values():
+                node.wait_started(deadline)
+            self.wait_ready(deadline - time.monotonic())
+        except BaseException:
+            self.stop()
+            raise
+        self.start_seconds = time.monotonic() - began
+        return self
+
+    def stop(self, graceful: bool | None = None) -> None:
+        """Stop every node and delete a temporary directory. ``graceful``: SIGTERM first
+        (Kafka's controlled shutdown, SIGKILL after 10 s) rather than SIGKILL; by default
+        only when the data stays in a directory of yours."""
+        atexit.unregister(self._at_exit)
+        nodes = list(self.nodes.values())
+        if graceful is None:
+            graceful = not self._own_directory
+        if not graceful:
+            for node in nodes:
+                node.kill()
+        else:
+            for node in nodes:
+                if node.running and node.process is not None:
+                    node.process.terminate()
+            deadline = time.monotonic() + GRACEFUL_STOP_SECONDS
+            for node in nodes:
+                node.terminate(timeout=max(0.1, deadline - time.monotonic()))
+        if self._own_directory and self.directory is not None:
+            shutil.rmtree(self.directory, ignore_errors=True)
+
+    def _at_exit(self) -> None:
+        for node in self.nodes.values():
+            node.kill()
+        if self._own_directory and self.directory is not None:
+            shutil.rmtree(self.directory, ignore_errors=True)
+
+    def __enter__(self) -> KafkaCluster:
+        return self.start()
+
+    def __exit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, tb: TracebackType
+    ) -> None:
+        self.stop()
+
+    # --- faults ---
+
+    def kill(self, node_id: int) -> None:
+        """SIGKILL one node: no controlled shutdown, no flush (like a power cut)."""
+        self.node(node_id).kill()
+
+    def terminate(self, node_id: int, timeout: float = 30.0) -> int | None:
+        """SIGTERM one node and wait for its controlled shutdown; returns its exit code."""
+        return self.node(node_id).terminate(timeout)
+
+    def start_node(self, node_id: int, timeout: float = START_TIMEOUT) -> None:
+        """Start a stopped node on its old ports and data; returns when it serves Metadata
+        listing every running broker."""
+        node = self.node(node_id)
+        node.launch()
+        deadline = time.monotonic() + timeout
+        node.wait_started(deadline)
+        self._wait_metadata([node], deadline, self._running_ids())
+
+    def restart(self, node_id: int, *, kill: bool = True, timeout: float = START_TIMEOUT) -> None:
+        """SIGKILL (or, ``kill=False``, SIGTERM) one node and start it again."""
+        if kill:
+            self.kill(node_id)
+        else:
+            self.terminate(node_id)
+        self.start_node(node_id, timeout)
+
+    def heal(self, timeout: float = START_TIMEOUT) -> None:
+        """Start every node that is not running and wait until all serve Metadata."""
+        stopped = [node for node in self.nodes.values() if not node.running]
+        deadline = time.monotonic() + timeout
+        for node in stopped:
+            node.launch()
+        for node in stopped:
+            node.wait_started(deadline)
+        if stopped:
+            self.wait_ready(deadline - time.monotonic())
+
+    def running_nodes(self) -> list[int]:
+        return self._running_ids()
+
+    # --- metadata ---
+
+    def wait_ready(self, timeout: float = START_TIMEOUT) -> None:
+        """Until every node answers Metadata itself, listing all nodes as brokers."""
+        deadline = time.monotonic() + timeout
+        self._wait_metadata(list(self.nodes.values()), deadline, set(self.nodes))
+
+    def metadata(self, timeout: float = 10.0) -> Any:
+        """confluent-kafka ``ClusterMetadata`` from any running broker."""
+        from confluent_kafka import KafkaException
+
+        try:
+            return _admin(self._running_bootstrap()).list_topics(timeout=timeout)
+        except KafkaException as error:
+            raise KafkaClusterError(
+                f"no metadata from {self._running_bootstrap()}: {error}"
+            ) from None
+
+    def partition(self, topic: str, partition: int = 0) -> Any:
+        """confluent-kafka ``PartitionMetadata`` (``leader``, ``replicas``, ``isrs``)."""
+        topics = self.metadata().topics
+        if topic not in topics or topics[topic].error is not None:
+            raise KafkaClusterError(f"topic {topic!r} does not exist")
+        partitions = topics[topic].partitions
+        if partition not in partitions:
+            raise KafkaClusterError(f"topic {topic!r} has no partition {partition}")
+        return partitions[partition]
+
+    def leader_of(self, topic: str, partition: int = 0) -> int:
+        """The node id leading ``topic``'s ``partition`` (-1 while it has no leader)."""
+        return int(self.partition(topic, partition).leader)
+
+    def isr_of(self, topic: str, partition: int = 0) -> list[int]:
+        return sorted(self.partition(topic, partition).isrs)
+
+    def coordinator_of(
+        self, *, group: str | None = None, transactional_id: str | None = None
+    ) -> int:
+        """The node id coordinating a consumer group or a transactional id: the leader of
+        its partition of ``__consumer_offsets`` / ``__transaction_state`` (the topic
+        exists once a group or a transactional producer has asked for a coordinator)."""
+        if (group is None) == (transactional_id is None):
+            raise ValueError("give exactly one of group= and transactional_id=")
+        topic, key = (
+            ("__consumer_offsets", group)
+            if group is not None
+            else ("__transaction_state", transactional_id)
+        )
+        assert key is not None
+        topics = self.metadata().topics
+        if topic not in topics or not topics[topic].partitions:
+            raise KafkaClusterError(f"{topic} does not exist yet: no coordinator was asked for")
+        return self.leader_of(topic, coordinator_partition(key, len(topics[topic].partitions)))
+
+    def wait_for_topic(self, topic: str, timeout: float = 30.0) -> None:
+        """Until every running node knows ``topic`` and a leader for each of its partitions
+        (a new topic's metadata reaches the brokers one by one)."""
+        deadline = time.monotonic() + timeout
+        waiting = {node.node_id: node for node in self.nodes.values() if node.running}
+        while waiting:
+            for node_id, node in list(waiting.items()):
+                try:
+                    leaders = node_metadata(node.bootstrap, (topic,)).leaders.get(topic)
+                except OSError:
+                    continue
+                if leaders and all(leader >= 0 for leader in leaders.values()):
+                    del waiting[node_id]
+            if waiting and time.monotonic() > deadline:
+                raise KafkaClusterError(
+                    f"nodes {sorted(waiting)} do not know topic {topic!r} after {timeout:.0f}s"
+                )
+            if waiting:
+                time.sleep(0.1)
+
+    def wait_in_sync(
+        self, topic: str, partitions: Iterable[int] | None = None, timeout: float = 60.0
+    ) -> None:
+        """Until every replica of the partitions is in the ISR (e.g. after a restart)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            described = self.metadata().topics.get(topic)
+            if described is not None and described.error is None:
+                chosen = described.partitions if partitions is None else list(partitions)
+                lagging = [
+                    p
+                    for p in chosen
+                    if p not in described.partitions
+                    or sorted(described.partitions[p].isrs)
+                    != sorted(described.partitions[p].replicas)
+                ]
+                if not lagging:
+                    return
+            if time.monotonic() > deadline:
+                raise KafkaClusterError(
+                    f"{topic}: partitions {lagging if described else '?'} not fully in sync "
+                    f"after {timeout:.0f}s"
+                )
+            time.sleep(0.2)
+
+    def rss_bytes(self) -> dict[int, int | None]:
+        """Resident memory of each node's JVM."""
+        return {node_id: node.rss_bytes() for node_id, node in self.nodes.items()}
+
+    # --- internals ---
+
+    def _make_nodes(
+        self, java: str, classpath: str, jvm_options: list[str]
+    ) -> dict[int, KafkaNode]:
+        assert self.directory is not None
+        ids = list(range(1, self.size + 1))
+        if self.port:
+            broker_ports = [self.port + i for i in range(self.size)]
+            for node_id, port in zip(ids, broker_ports, strict=True):
+                if not is_free(port):
+                    raise KafkaClusterError(
+                        f"node {node_id} cannot listen on 127.0.0.1:{port}: "
+                        "the port is already in use"
+                    )
+            controller_ports = free_ports(self.size)
+        else:
+            both = free_ports(2 * self.size)
+            broker_ports, controller_ports = both[: self.size], both[self.size :]
+        voters = ",".join(
+            f"{node_id}@127.0.0.1:{port}"
+            for node_id, port in zip(ids, controller_ports, strict=True)
+        )
+        nodes = {}
+        for node_id, broker_port, controller_port in zip(
+            ids, broker_ports, controller_ports, strict=True
+        ):
+            directory = self.directory / f"node-{node_id}"
+            properties = {
+                "process.roles": "broker,controller",
+                "node.id": str(node_id),
+                "listeners": (
+                    f"PLAINTEXT://127.0.0.1:{broker_port},CONTROLLER://127.0.0.1:{controller_port}"
+                ),
+                "advertised.listeners": f"PLAINTEXT://127.0.0.1:{broker_port}",
+                "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+                "controller.listener.names": "CONTROLLER",
+                "inter.broker.listener.name": "PLAINTEXT",
+                "controller.quorum.voters": voters,
+                "log.dirs": str(directory / "data"),
+                **self.config,
+            }
+            node = KafkaNode(
+                node_id,
+                directory,
+                broker_port,
+                controller_port,
+                properties,
+                java=java,
+                classpath=classpath,
+                heap=self.heap,
+                jvm_options=jvm_options,
+            )
+            node.write_config()
+            nodes[node_id] = node
+        return nodes
+
+    def _wait_metadata(self, nodes: list[KafkaNode], deadline: float, expected: set[int]) -> None:
+        """Until each node answers Metadata itself and lists every id in ``expected``."""
+        waiting = {node.node_id: node for node in nodes}
+        last = "no answer"
+        while waiting:
+            for node_id, node in list(waiting.items()):
+                if not node.running:
+                    raise KafkaClusterError(f"node {node_id} exited: {node.cause()}")
+                try:
+                    view = node_metadata(node.bootstrap)
+                except OSError as error:
+                    last = str(error)
+                    continue
+                if expected <= view.brokers:
+                    del waiting[node_id]
+                else:
+                    last = f"it lists brokers {sorted(view.brokers)} of {sorted(expected)}"
+            if not waiting:
+                return
+            if time.monotonic() > deadline:
+                raise KafkaClusterError(
+                    f"nodes {sorted(waiting)} started but do not serve the cluster's "
+                    f"metadata ({last})"
+                )
+            time.sleep(0.1)
+
+    def _running_ids(self) -> set[int]:
+        return {node_id for node_id, node in self.nodes.items() if node.running}
+
+    def _running_bootstrap(self) -> str:
+        running = [node.bootstrap for node in self.nodes.values() if node.running]
+        if not running:
+            raise KafkaClusterError("no node of the cluster is running")
+        return ",".join(running)
+
+    def _require_started(self) -> None:
+        if not self.nodes:
+            raise KafkaClusterError("the cluster was not started")
+
+
+def _admin(bootstrap: str) -> Any:
+    from confluent_kafka.admin import AdminClient
+
+    # log_level 0: a node still starting refuses connections; that is not worth a line.
+    return AdminClient({"bootstrap.servers": bootstrap, "log_level": 0})
+
+
+def coordinator_partition(key: str, partitions: int) -> int:
+    """Kafka's ``Utils.abs(key.hashCode()) % partitions`` (Java's String.hashCode)."""
+    value = 0
+    data = key.encode("utf-16-be")
+    for i in range(0, len(data), 2):
+        value = (31 * value + int.from_bytes(data[i : i + 2], "big")) & 0xFFFFFFFF
+    if value >= 1 << 31:
+        value -= 1 << 32
+    absolute = 0 if value == -(1 << 31) else abs(value)
+    return absolute % partitions
+
+
+def _random_cluster_id() -> str:
+    """A Kafka Uuid in its base64 form (Kafka avoids ids starting with '-')."""
+    while True:
+        text = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        if not text.startswith("-"):
+            return text
