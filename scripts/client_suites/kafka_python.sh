@@ -44,6 +44,8 @@ for version in "${versions[@]}"; do
         --config num.partitions=4 \
         --config group.initial.rebalance.delay.ms=0 \
         --config group.min.session.timeout.ms=1000 \
+        --config authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer \
+        --config allow.everyone.if.no.acl.found=true \
         >"$work/ready-$version" 2>"$work/broker-$version.log" &
     broker_pid=$!
     for _ in $(seq 100); do
