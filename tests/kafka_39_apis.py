@@ -70,20 +70,10 @@ KAFKA_39_VERSIONS: dict[int, tuple[int, int]] = {
     81: (0, 0),  # RemoveRaftVoter
 }
 
-# Versions Kafka 3.9 serves and onceflow does not: all removed by Kafka 4.0 (KIP-896), so kio
-# models none of them (docs/compatibility.md, "Known differences").
+# Versions Kafka 3.9 serves and onceflow does not: removed by Kafka 4.0 (KIP-896), so kio
+# models none of them, and they carry message formats v0 and v1, which onceflow does not
+# convert (docs/compatibility.md, "Known differences").
 REMOVED_NOT_SERVED: dict[int, range] = {
-    0: range(0, 3),  # Produce v0-2: message formats v0 and v1
-    1: range(0, 4),  # Fetch v0-3: message formats v0 and v1
-    8: range(0, 2),  # OffsetCommit
-    9: range(0, 1),  # OffsetFetch
-    19: range(0, 2),  # CreateTopics
-    20: range(0, 1),  # DeleteTopics
-    27: range(0, 1),  # WriteTxnMarkers
-    29: range(0, 1),  # DescribeAcls
-    30: range(0, 1),  # CreateAcls
-    31: range(0, 1),  # DeleteAcls
-    32: range(0, 1),  # DescribeConfigs
-    34: range(0, 1),  # AlterReplicaLogDirs
-    35: range(0, 1),  # DescribeLogDirs
+    0: range(0, 3),  # Produce v0-2
+    1: range(0, 4),  # Fetch v0-3
 }
