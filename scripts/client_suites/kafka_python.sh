@@ -10,6 +10,7 @@
 # repository's .venv on a free port with a fresh data directory per version, configured as
 # kafka-python's own fixture configures Kafka. Extra pytest arguments: $PYTEST_ARGS.
 # The SSL and SASL modules are left out: their fixtures always start a Kafka of their own.
+# A hanging test fails alone (--timeout-method=signal) instead of ending the run.
 set -euo pipefail
 
 src=$(cd "${1:?usage: $0 KAFKA_PYTHON_SRC [KAFKA_VERSION...]}" && pwd)
@@ -61,7 +62,7 @@ for version in "${versions[@]}"; do
         "$suite_venv/bin/pytest" test/integration -q -rfE -p no:cacheprovider \
         --ignore=test/integration/test_ssl_integration.py \
         --ignore=test/integration/test_sasl_integration.py \
-        -o log_level=WARNING --timeout=120 ${PYTEST_ARGS:-}) || status=1
+        -o log_level=WARNING --timeout=120 --timeout-method=signal ${PYTEST_ARGS:-}) || status=1
     stop_broker
     if grep -q ERROR "$work/broker-$version.log"; then
         echo "-- broker errors (KAFKA_VERSION=$version):"
