@@ -49,12 +49,17 @@ for version in "${versions[@]}"; do
         --config allow.everyone.if.no.acl.found=true \
         >"$work/ready-$version" 2>"$work/broker-$version.log" &
     broker_pid=$!
-    for _ in $(seq 100); do
+    for _ in $(seq 600); do  # up to a minute on a busy machine
         grep -q '^ready ' "$work/ready-$version" && break
+        kill -0 "$broker_pid" 2>/dev/null || break
         sleep 0.1
     done
     address=$(sed -n 's/^ready //p' "$work/ready-$version")
-    [ -n "$address" ] || { cat "$work/broker-$version.log"; exit 2; }
+    if [ -z "$address" ]; then
+        echo "the broker did not start:" >&2
+        cat "$work/broker-$version.log" >&2
+        exit 2
+    fi
     echo "== kafka-python $(cd "$src" && git describe --always 2>/dev/null || echo src)," \
         "KAFKA_VERSION=$version, broker $address"
     # KAFKA_ROOT only has to exist: with KAFKA_URI the fixtures start no Kafka of their own.
