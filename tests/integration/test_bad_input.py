@@ -12,9 +12,7 @@ import time
 
 import pytest
 from kio.schema.api_versions.v0.response import ApiVersionsResponse as ApiVersionsResponseV0
-from kio.schema.describe_client_quotas.v1.request import DescribeClientQuotasRequest
 from kio.schema.errors import ErrorCode
-from kio.schema.metadata.v12.request import MetadataRequest
 from kio.schema.produce.v9.request import PartitionProduceData, ProduceRequest, TopicProduceData
 from kio.schema.request_header.v2.header import RequestHeader
 from kio.serial import entity_reader, entity_writer
@@ -180,7 +178,7 @@ def test_api_versions_too_new_answers_v0_unsupported_version_with_the_table(brok
         body, _ = entity_reader(ApiVersionsResponseV0)(response, 4)
         assert body.error_code == ErrorCode.unsupported_version
         versions = {key.api_key: (key.min_version, key.max_version) for key in body.api_keys}
-        assert versions[18] == (0, 3)
+        assert versions[18] == (0, 4)
         assert versions[0][1] >= 9 and versions[1][1] >= 12
         # The connection stays usable: a supported ApiVersions now succeeds.
         sock.sendall(frame(18, 0, 43))
@@ -189,45 +187,23 @@ def test_api_versions_too_new_answers_v0_unsupported_version_with_the_table(brok
         assert body.error_code == ErrorCode.none
 
 
-def test_api_the_broker_does_not_implement_answers_unsupported_version(broker):
+def test_api_the_broker_does_not_implement_closes_the_connection(broker):
+    """Kafka cannot parse the header of an API it does not serve and closes the connection;
+    DescribeClientQuotas is not advertised, so no client that reads ApiVersions sends it."""
     with WireClient(broker.bootstrap) as client:
-        response = client.request(DescribeClientQuotasRequest, components=(), strict=False)
-        assert response.error_code == ErrorCode.unsupported_version
-        # The same connection keeps working.
         assert list_offset(client, TOPIC, 0, -2)[:2] == (0, 0)
+    with raw(broker) as sock:
+        sock.sendall(frame(48, 1, 7, b"\x01\x00\x00"))  # DescribeClientQuotas v1
+        assert closed_by_broker(sock)
 
 
-def test_version_above_the_supported_range_answers_unsupported_version(broker):
-    """Produce v13 is modelled by kio but not advertised: an error answer, not a hang.
-
-    Produce responses have no top-level error field, so the answer is empty; clients
-    that negotiate versions with ApiVersions never send this.
-    """
-    from kio.schema.produce.v13.request import PartitionProduceData as PartitionV13
-    from kio.schema.produce.v13.request import ProduceRequest as ProduceV13
-    from kio.schema.produce.v13.request import TopicProduceData as TopicV13
-
+def test_version_above_the_supported_range_closes_the_connection(broker):
+    """Produce v13 is modelled by kio but not advertised: Kafka closes the connection at a
+    version it does not serve, never answering an empty success."""
+    with raw(broker) as sock:
+        sock.sendall(frame(0, 13, 9, b"\x00" * 16))
+        assert closed_by_broker(sock)
     with WireClient(broker.bootstrap) as client:
-        topic_id = client.request(
-            MetadataRequest,
-            topics=None,
-            allow_auto_topic_creation=False,
-            include_topic_authorized_operations=False,
-        )
-        (known,) = [t.topic_id for t in topic_id.topics if t.name == TOPIC]
-        response = client.request(
-            ProduceV13,
-            transactional_id=None,
-            acks=i16(1),
-            timeout=datetime.timedelta(seconds=5),
-            topic_data=(
-                TopicV13(
-                    topic_id=known,
-                    partition_data=(PartitionV13(index=i32(0), records=record_batch([b"new"])),),
-                ),
-            ),
-        )
-        assert response.responses == ()
         assert list_offset(client, TOPIC, 0, -1)[:2] == (0, len(STORED))  # nothing appended
 
 

@@ -13,7 +13,7 @@ from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from kio.records.schema import NewRecordBatch, Record
 from kio.records.writers import write_new_batch
-from kio.schema.api_versions.v3.request import ApiVersionsRequest
+from kio.schema.api_versions.v4.request import ApiVersionsRequest
 from kio.schema.end_txn.v3.request import EndTxnRequest as EndTxnV3
 from kio.schema.end_txn.v5.request import EndTxnRequest
 from kio.schema.init_producer_id.v4.request import InitProducerIdRequest

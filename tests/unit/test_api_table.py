@@ -64,12 +64,12 @@ def test_each_handler_module_opens_with_the_apis_and_versions_api_versions_adver
 
 def test_registry_covers_what_clients_need():
     versions = {name: (low, high) for _, name, low, high in supported_apis()}
-    assert versions["ApiVersions"] == (0, 3)
+    assert versions["ApiVersions"] == (0, 4)
     assert versions["Produce"][0] <= 3 and versions["Produce"][1] >= 9
     assert versions["Fetch"][0] <= 4 and versions["Fetch"][1] >= 13
     assert versions["Metadata"][0] <= 1 and versions["Metadata"][1] >= 12
     assert versions["ListOffsets"][0] == 0
-    assert versions["InitProducerId"] == (0, 4)
+    assert versions["InitProducerId"] == (0, 5)
     for name in (
         "CreateTopics",
         "DeleteTopics",

@@ -191,21 +191,19 @@ class Connection:
                 f"{api_name(api_key)} request before SASL authentication (SaslHandshake, "
                 "SaslAuthenticate) completed"
             )
-        if api_key == API_VERSIONS_KEY and (handler is None or not handler.supports(version)):
-            return self._unsupported_api_versions(correlation_id)
+        if handler is None or not handler.supports(version):
+            if api_key == API_VERSIONS_KEY:
+                return self._unsupported_api_versions(correlation_id)
+            # Kafka cannot parse the header of a request it does not serve and closes the
+            # connection; ApiVersions told the client what it may send.
+            raise CloseConnection(f"{api_name(api_key)} v{version} is not served by this broker")
         cls = request_class(api_key, version)
-        if cls is None:
-            raise CloseConnection(f"unknown API key {api_key} or version {version}")
+        assert cls is not None  # the registry only holds versions kio models
         try:
             header, body = decode_request(frame, cls)
         except MalformedRequest as error:
             raise CloseConnection(str(error)) from None
         responder = response_class(api_key, version)
-        if handler is None or not handler.supports(version):
-            log.info("%s v%d from %s is not supported", api_name(api_key), version, self.peer)
-            return encode_response(
-                api_key, correlation_id, error_response(responder, ErrorCode.unsupported_version)
-            )
         context = RequestContext(self.broker, header, self.peer, self.session)
         try:
             result = await handler.handle(context, body)

@@ -98,6 +98,10 @@ class PartitionLog(PartitionReads):
         self._on_append = on_append
         self._failing: str | None = None  # the storage error of the current episode
         self.deleted = False
+        # Transactions ended by a marker the high watermark has not passed yet, as
+        # (first offset, marker offset): still unstable, as in Kafka, so that a
+        # read_committed reader gets their records and the marker together.
+        self._ending: list[tuple[int, int]] = []
 
     @property
     def name(self) -> str:
@@ -123,9 +127,14 @@ class PartitionLog(PartitionReads):
 
     @property
     def last_stable_offset(self) -> int:
-        unstable = self.producers.first_unstable_offset()
         high_watermark = self.high_watermark
-        return high_watermark if unstable is None else min(unstable, high_watermark)
+        if self._ending:
+            self._ending = [ending for ending in self._ending if ending[1] >= high_watermark]
+        firsts = [first for first, _ in self._ending]
+        unstable = self.producers.first_unstable_offset()
+        if unstable is not None:
+            firsts.append(unstable)
+        return min([high_watermark, *firsts])
 
     def size_bytes(self) -> int:
         return sum(segment.size for segment in self.segments)
@@ -276,6 +285,8 @@ class PartitionLog(PartitionReads):
         completed = self.producers.on_marker(
             header, control_type == CONTROL_ABORT, coordinator_epoch
         )
+        if completed is not None:
+            self._ending.append((completed.first_offset, completed.last_offset))
         if aborted is not None:
             self.aborted.append(aborted)
         self.notify()
@@ -461,6 +472,7 @@ class PartitionLog(PartitionReads):
         self.generation += 1
         self.producers = ProducerStateManager(self.directory)
         self.aborted = []
+        self._ending = []
         self._open(crc_from_offset=None)
 
     def mark_flushed(self, offset: int) -> None:

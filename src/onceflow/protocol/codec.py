@@ -31,6 +31,8 @@ from kio.serial import entity_reader, entity_writer
 from kio.static.constants import EntityType
 from kio.static.primitive import i32
 
+from onceflow.protocol.legacy.derived import derived_module
+
 API_VERSIONS_KEY = 18
 NO_THROTTLE = datetime.timedelta(0)  # the broker never throttles
 log = logging.getLogger(__name__)
@@ -60,7 +62,10 @@ LEGACY_SCHEMAS = {(2, 0): "onceflow.protocol.legacy.list_offsets_v0"}
 def _entity_class(api_key: int, version: int, entity_type: EntityType) -> type | None:
     legacy = LEGACY_SCHEMAS.get((api_key, version))
     name = api_key_map.get(api_key)
-    if legacy is not None:
+    derived = derived_module(api_key, version, entity_type)
+    if derived is not None:
+        module = derived
+    elif legacy is not None:
         module = importlib.import_module(legacy)
     elif name is None:
         return None

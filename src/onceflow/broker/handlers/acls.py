@@ -1,5 +1,5 @@
-"""CreateAcls v1-3 (API 30), DescribeAcls v1-3 (API 29), DeleteAcls v1-3 (API 31): the ACL store
-behind the authorizer.
+"""CreateAcls v0-3 (API 30), DescribeAcls v0-3 (API 29), DeleteAcls v0-3 (API 31): the ACL store
+behind the authorizer. Version 0 has no pattern type: its ACLs and filters are LITERAL.
 
 CreateAcls and DeleteAcls need ALTER on the cluster, DescribeAcls DESCRIBE; without an
 authorizer (``authorizer.class.name`` empty) all three answer SECURITY_DISABLED.
@@ -27,6 +27,7 @@ from onceflow.protocol.errors import NO_ERROR, ErrorCode, KafkaError
 
 Acl = TypeVar("Acl", AclBinding, AclFilter)
 DISABLED = "No Authorizer is configured (authorizer.class.name)."
+LITERAL = PatternType.LITERAL
 
 
 def _acl_store(ctx: RequestContext, operation: Operation) -> Any:
@@ -58,7 +59,8 @@ FILTER_FIELDS = (
 
 def _from_request(kind: type[Acl], entry: Any, fields: tuple[str, ...]) -> Acl:
     resource_type, resource_name, pattern_type, principal, host = (
-        getattr(entry, name) for name in fields
+        getattr(entry, name, LITERAL)
+        for name in fields  # v0 has no pattern type
     )
     return kind(
         resource_type=_enum(ResourceType, resource_type),
@@ -85,7 +87,7 @@ def _entry_fields(acl: AclBinding) -> dict[str, Any]:
     }
 
 
-@handles(30, 1, 3)
+@handles(30, 0, 3)
 async def create_acls(ctx: RequestContext, request: Any) -> Any:
     cls, result_cls = ctx.response_classes("results")
     try:
@@ -113,7 +115,7 @@ def _resource_key(acl: AclBinding) -> tuple[int, str, int]:
     return (acl.resource_type, acl.resource_name, acl.pattern_type)
 
 
-@handles(29, 1, 3)
+@handles(29, 0, 3)
 async def describe_acls(ctx: RequestContext, request: Any) -> Any:
     cls, resource_cls, description_cls = ctx.response_classes("resources", "acls")
     try:
@@ -128,7 +130,8 @@ async def describe_acls(ctx: RequestContext, request: Any) -> Any:
         )
     matching = sorted((acl for acl in store.all() if wanted.matches(acl)), key=_resource_key)
     resources = tuple(
-        resource_cls(
+        build(
+            resource_cls,
             resource_type=resource_type,
             resource_name=name,
             pattern_type=pattern_type,
@@ -139,7 +142,7 @@ async def describe_acls(ctx: RequestContext, request: Any) -> Any:
     return build(cls, throttle_time=NO_THROTTLE, **NO_ERROR, resources=resources)
 
 
-@handles(31, 1, 3)
+@handles(31, 0, 3)
 async def delete_acls(ctx: RequestContext, request: Any) -> Any:
     cls, result_cls, matching_cls = ctx.response_classes("filter_results", "matching_acls")
     try:
@@ -174,7 +177,8 @@ async def delete_acls(ctx: RequestContext, request: Any) -> Any:
             result_cls(
                 **NO_ERROR,
                 matching_acls=tuple(
-                    matching_cls(
+                    build(
+                        matching_cls,
                         **NO_ERROR,
                         resource_type=acl.resource_type,
                         resource_name=acl.resource_name,

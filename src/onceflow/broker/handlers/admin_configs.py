@@ -1,4 +1,4 @@
-"""DescribeConfigs v1-4 (API 32), AlterConfigs v0-2 (API 33), IncrementalAlterConfigs v0-1 (API
+"""DescribeConfigs v0-4 (API 32), AlterConfigs v0-2 (API 33), IncrementalAlterConfigs v0-1 (API
 44): topics and the broker.
 
 Broker configs that Kafka changes at runtime and onceflow reads live (the topic defaults
@@ -13,6 +13,7 @@ from typing import Any
 from onceflow.broker import dynamic_configs
 from onceflow.broker.config_description import (
     CONFIG_TYPES,
+    DEFAULT_CONFIG,
     DescribedConfig,
     describe_broker_configs,
     describe_topic_configs,
@@ -36,7 +37,7 @@ RESOURCE_BROKER = 4
 OP_SET, OP_DELETE, OP_APPEND, OP_SUBTRACT = 0, 1, 2, 3
 
 
-@handles(32, 1, 4)
+@handles(32, 0, 4)
 async def describe_configs(ctx: RequestContext, request: Any) -> Any:
     cls, result_cls, config_cls = ctx.response_classes("results", "configs")
     synonym_cls = element(config_cls, "synonyms") if "synonyms" in field_names(config_cls) else None
@@ -90,6 +91,7 @@ def _config_entry(config_cls: type, synonym_cls: type | None, entry: DescribedCo
         value=shown(entry.value),
         read_only=entry.read_only,
         config_source=entry.source,
+        is_default=entry.source == DEFAULT_CONFIG,  # v0
         is_sensitive=entry.sensitive,
         synonyms=synonyms,
         config_type=CONFIG_TYPES[entry.kind],

@@ -1,4 +1,4 @@
-"""CreateTopics v2-7 (API 19), DeleteTopics v1-6 (API 20), CreatePartitions v0-3 (API 37)."""
+"""CreateTopics v0-7 (API 19), DeleteTopics v0-6 (API 20), CreatePartitions v0-3 (API 37)."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ def _check_assignments(assignments: Any, node_id: int) -> None:
             )
 
 
-@handles(19, 2, 7)
+@handles(19, 0, 7)
 async def create_topics(ctx: RequestContext, request: Any) -> Any:
     logs = ctx.broker.logs
     cls, result_cls = ctx.response_classes("topics")
@@ -41,7 +41,7 @@ async def create_topics(ctx: RequestContext, request: Any) -> Any:
                 _check_assignments(wanted.assignments, ctx.broker.node_id)
                 partitions, replication = len(wanted.assignments), 1
             configs = {config.name: config.value for config in wanted.configs}
-            if request.validate_only:
+            if getattr(request, "validate_only", False):  # v1+
                 logs.check_new_topic(wanted.name, partitions, replication, configs)
             else:
                 topic = logs.create_topic(wanted.name, partitions, replication, configs)
@@ -86,7 +86,7 @@ async def create_topics(ctx: RequestContext, request: Any) -> Any:
     return build(cls, throttle_time=NO_THROTTLE, topics=tuple(results))
 
 
-@handles(20, 1, 6)
+@handles(20, 0, 6)
 async def delete_topics(ctx: RequestContext, request: Any) -> Any:
     logs = ctx.broker.logs
     cls, result_cls = ctx.response_classes("responses")

@@ -1,6 +1,10 @@
-"""ApiVersions v0-3 (API 18): the versions of every API this broker implements, and (v3) the
+"""ApiVersions v0-4 (API 18): the versions of every API this broker implements, and (v3+) the
 features: ``transaction.version`` 2 (KIP-890 part 2) and ``group.version`` 1 (KIP-848),
-supported and finalized, so clients that know them use them."""
+supported and finalized, so clients that know them use them.
+
+Both features' supported range starts at 0, which clients older than v4 may fail to read
+(KAFKA-17492): below v4 they are left out of the supported features, as Kafka does, and
+only the finalized levels are sent."""
 
 from __future__ import annotations
 
@@ -10,6 +14,8 @@ from onceflow.broker.context import RequestContext
 from onceflow.broker.registry import HANDLERS, handles
 from onceflow.protocol.codec import NO_THROTTLE, build, element, field_names
 from onceflow.protocol.errors import ErrorCode
+
+FEATURE_MIN_VERSION_ZERO_SINCE = 4
 
 
 def api_versions_response(cls: type, code: ErrorCode = ErrorCode.none) -> Any:
@@ -26,6 +32,7 @@ def api_versions_response(cls: type, code: ErrorCode = ErrorCode.none) -> Any:
             "supported_features": tuple(
                 supported(name=name, min_version=0, max_version=level)
                 for name, level in FEATURES.items()
+                if cls.__version__ >= FEATURE_MIN_VERSION_ZERO_SINCE
             ),
             "finalized_features_epoch": FEATURES_EPOCH,
             "finalized_features": tuple(
@@ -46,6 +53,6 @@ FEATURES = {"group.version": 1, "transaction.version": 2}
 FEATURES_EPOCH = 1
 
 
-@handles(18, 0, 3)
+@handles(18, 0, 4)
 async def api_versions(ctx: RequestContext, request: Any) -> Any:
     return api_versions_response(ctx.response_class)

@@ -1,4 +1,5 @@
-"""FindCoordinator v0-4 (API 10): this broker coordinates every group and transactional id."""
+"""FindCoordinator v0-6 (API 10): this broker coordinates every group and transactional id;
+share groups (key type 2, v6+) are not served."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from onceflow.protocol.errors import NO_ERROR, ErrorCode
 KEY_TYPES = (0, 1)  # 0: consumer group, 1: transactional id
 
 
-@handles(10, 0, 4)
+@handles(10, 0, 6)
 async def find_coordinator(ctx: RequestContext, request: Any) -> Any:
     cls = ctx.response_class
     key_type = getattr(request, "key_type", 0)

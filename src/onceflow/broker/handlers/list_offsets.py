@@ -1,5 +1,6 @@
-"""ListOffsets v0-7 (API 2): earliest, latest (the LSO under read_committed), max timestamp, by
-time.
+"""ListOffsets v0-9 (API 2): earliest, latest (the LSO under read_committed), max timestamp (v7+),
+earliest local (v8+, the log start offset: there is no tiered storage), latest tiered (v9+,
+-1: nothing is tiered), by time.
 
 v0 (dropped by Kafka 4.0, still sent by sarama-based tools such as Burrow) answers a list
 of segment start offsets, as Kafka 3.x does.
@@ -18,13 +19,24 @@ from onceflow.protocol.errors import ErrorCode, ErrorOutcome, KafkaError
 LATEST = -1
 EARLIEST = -2
 MAX_TIMESTAMP = -3
+EARLIEST_LOCAL = -4
+LATEST_TIERED = -5
+# The first version that may ask for each special timestamp; an older version, or a negative
+# timestamp not listed, is answered UNSUPPORTED_VERSION for that partition as Kafka does.
+SPECIAL_TIMESTAMP_SINCE = {
+    LATEST: 1,
+    EARLIEST: 1,
+    MAX_TIMESTAMP: 7,
+    EARLIEST_LOCAL: 8,
+    LATEST_TIERED: 9,
+}
 READ_COMMITTED = 1
 
 
 CONSUMER_REPLICA_ID = -1
 
 
-@handles(2, 0, 7)
+@handles(2, 0, 9)
 async def list_offsets(ctx: RequestContext, request: Any) -> Any:
     if ctx.version == 0:
         return _legacy_list_offsets(ctx, request)
@@ -36,22 +48,29 @@ async def list_offsets(ctx: RequestContext, request: Any) -> Any:
     for topic in request.topics:
         partitions = []
         for wanted in topic.partitions:
-            offset, timestamp = -1, -1
+            offset, timestamp, leader_epoch = -1, -1, 0
             with ErrorOutcome() as outcome:
                 rules.check(denied, topic.name)
+                if wanted.timestamp < 0 and ctx.version < SPECIAL_TIMESTAMP_SINCE.get(
+                    wanted.timestamp, ctx.version + 1
+                ):
+                    raise KafkaError(
+                        ErrorCode.unsupported_version,
+                        f"timestamp {wanted.timestamp} needs a newer ListOffsets version",
+                    )
                 partition = logs.partition(topic.name, wanted.partition_index)
                 visible = (
                     partition.last_stable_offset if read_committed else partition.high_watermark
                 )
                 if wanted.timestamp == LATEST:
                     offset = visible
-                elif wanted.timestamp == EARLIEST:
+                elif wanted.timestamp in (EARLIEST, EARLIEST_LOCAL):
                     offset = partition.log_start_offset
+                elif wanted.timestamp == LATEST_TIERED:
+                    leader_epoch = -1
                 else:
                     if wanted.timestamp == MAX_TIMESTAMP:
                         found = partition.offset_of_max_timestamp()
-                    elif wanted.timestamp < 0:
-                        raise KafkaError(ErrorCode.invalid_request, "unknown special timestamp")
                     else:
                         found = partition.offset_for_timestamp(wanted.timestamp)
                     if found is not None and 0 <= found[0] < visible:
@@ -63,7 +82,7 @@ async def list_offsets(ctx: RequestContext, request: Any) -> Any:
                     error_code=outcome.code,
                     timestamp=timestamp,
                     offset=offset,
-                    leader_epoch=0,
+                    leader_epoch=leader_epoch,
                 )
             )
         topics.append(build(topic_cls, name=topic.name, partitions=tuple(partitions)))

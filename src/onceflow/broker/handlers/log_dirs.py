@@ -1,4 +1,4 @@
-"""DescribeLogDirs v1-4 (API 35), AlterReplicaLogDirs v1-2 (API 34): the data directory is the
+"""DescribeLogDirs v0-4 (API 35), AlterReplicaLogDirs v0-2 (API 34): the data directory is the
 one log dir.
 
 Moving a replica to the directory it is in is done at once; any other path answers
@@ -20,7 +20,7 @@ from onceflow.protocol.codec import NO_THROTTLE, build
 from onceflow.protocol.errors import ErrorCode
 
 
-@handles(35, 1, 4)
+@handles(35, 0, 4)
 async def describe_log_dirs(ctx: RequestContext, request: Any) -> Any:
     rules.require(ctx, rules.DESCRIBE, rules.CLUSTER)
     cls, result_cls, topic_cls, partition_cls = ctx.response_classes(
@@ -66,7 +66,7 @@ def _log_dir(ctx: RequestContext) -> Path:
     return Path(ctx.broker.data_dir).resolve()
 
 
-@handles(34, 1, 2)
+@handles(34, 0, 2)
 async def alter_replica_log_dirs(ctx: RequestContext, request: Any) -> Any:
     rules.require(ctx, rules.ALTER, rules.CLUSTER)
     cls, topic_cls, partition_cls = ctx.response_classes("results", "partitions")

@@ -1,5 +1,6 @@
-"""Metadata v1-12 (API 3): one broker (this one) leading every partition; optional
-auto-creation; topics asked for by id (v10+) as well as by name."""
+"""Metadata v0-12 (API 3): one broker (this one) leading every partition; optional
+auto-creation; topics asked for by id (v10+) as well as by name. In v0 an empty topic list
+asks for every topic (v1+ uses null for that)."""
 
 from __future__ import annotations
 
@@ -26,7 +27,7 @@ def auto_create(ctx: RequestContext, name: str) -> Topic:
     return logs.create_topic(name)
 
 
-@handles(3, 1, 12)
+@handles(3, 0, 12)
 async def metadata(ctx: RequestContext, request: Any) -> Any:
     broker = ctx.broker
     cls, topic_cls, partition_cls = ctx.response_classes("topics", "partitions")
@@ -67,7 +68,7 @@ async def metadata(ctx: RequestContext, request: Any) -> Any:
         )
 
     topics = []
-    if request.topics is None:
+    if request.topics is None or (ctx.version == 0 and not request.topics):
         hidden = rules.hidden_topics(ctx, broker.logs.topics)
         topics = [
             describe(t.name, t, ErrorCode.none)

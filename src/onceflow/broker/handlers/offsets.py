@@ -1,5 +1,8 @@
-"""OffsetCommit v2-9 (API 8), OffsetFetch v1-9 (API 9) (per-group and group-batched forms),
-OffsetDelete v0 (API 47)."""
+"""OffsetCommit v0-9 (API 8), OffsetFetch v0-9 (API 9) (per-group and group-batched forms),
+OffsetDelete v0 (API 47).
+
+Version 0 of OffsetCommit and OffsetFetch kept offsets in ZooKeeper; a KRaft Kafka 3.9 answers
+them UNSUPPORTED_VERSION for every partition, and so does this broker."""
 
 from __future__ import annotations
 
@@ -41,12 +44,17 @@ def offsets_to_commit(
     return refused, {key: value for key, value in offsets.items() if key not in refused}
 
 
-@handles(8, 2, 9)
+ZOOKEEPER_ONLY = 0  # the OffsetCommit and OffsetFetch version that needs ZooKeeper
+
+
+@handles(8, 0, 9)
 async def offset_commit(ctx: RequestContext, request: Any) -> Any:
     cls, topic_cls, partition_cls = ctx.response_classes("topics", "partitions")
     refused, offsets = offsets_to_commit(ctx, request)
     results = refused
-    if offsets:
+    if offsets and ctx.version == ZOOKEEPER_ONLY:
+        results = refused | dict.fromkeys(offsets, ErrorCode.unsupported_version)
+    elif offsets:
         results = refused | await ctx.broker.groups.offsets.commit(
             OffsetCommitRequest(
                 request.group_id,
@@ -94,7 +102,7 @@ def _fetch_topics(
     return topic_responses(topic_cls, by_partition, partition_response)
 
 
-@handles(9, 1, 9)
+@handles(9, 0, 9)
 async def offset_fetch(ctx: RequestContext, request: Any) -> Any:
     cls = ctx.response_class
     require_stable = bool(getattr(request, "require_stable", False))
@@ -123,6 +131,27 @@ async def offset_fetch(ctx: RequestContext, request: Any) -> Any:
         )
     topic_cls = element(cls, "topics")
     rules.require(ctx, rules.DESCRIBE, rules.GROUP, request.group_id)
+    if ctx.version == ZOOKEEPER_ONLY:
+        unsupported = {
+            (topic.name, partition): ErrorCode.unsupported_version
+            for topic in request.topics
+            for partition in topic.partition_indexes
+        }
+        partition_cls = element(topic_cls, "partitions")
+        return build(
+            cls,
+            topics=topic_responses(
+                topic_cls,
+                unsupported,
+                lambda partition, code: build(
+                    partition_cls,
+                    partition_index=partition,
+                    committed_offset=-1,
+                    metadata="",
+                    error_code=code,
+                ),
+            ),
+        )
     return build(
         cls,
         throttle_time=NO_THROTTLE,

@@ -1,4 +1,4 @@
-"""InitProducerId v0-4 (API 22): new ids for idempotent producers; transactional ids go to the
+"""InitProducerId v0-5 (API 22): new ids for idempotent producers; transactional ids go to the
 coordinator."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from onceflow.protocol.codec import NO_THROTTLE, build
 from onceflow.protocol.errors import ErrorCode, KafkaError
 
 
-@handles(22, 0, 4)
+@handles(22, 0, 5)
 async def init_producer_id(ctx: RequestContext, request: Any) -> Any:
     broker = ctx.broker
     rules.require_init_producer_id(ctx, request.transactional_id)

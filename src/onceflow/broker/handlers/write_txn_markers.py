@@ -1,4 +1,4 @@
-"""WriteTxnMarkers v1 (API 27): write COMMIT/ABORT markers ending producers' transactions.
+"""WriteTxnMarkers v0-1 (API 27): write COMMIT/ABORT markers ending producers' transactions.
 
 Kafka's transaction coordinators send it to partition leaders; ``kafka-transactions
 abort`` and ``onceflow transactions abort`` send it to end a hanging transaction. Each
@@ -37,7 +37,7 @@ class MarkerWrite:
     durable: asyncio.Future[None] | None = None
 
 
-@handles(27, 1, 1)
+@handles(27, 0, 1)
 async def write_txn_markers(ctx: RequestContext, request: Any) -> Any:
     writes = [
         _append(ctx, marker, topic.name, partition)
