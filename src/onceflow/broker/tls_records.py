@@ -14,10 +14,7 @@ import asyncio
 import logging
 import ssl
 import threading
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from onceflow.broker.framing import FrameProtocol
+from typing import Protocol
 
 log = logging.getLogger(__name__)
 
@@ -33,8 +30,19 @@ class _PlainScratch(threading.local):
 _plain = _PlainScratch()
 
 
+class PlainSide(Protocol):
+    """What the TLS layer hands decrypted bytes to (framing's FrameProtocol)."""
+
+    peer: str
+    transport: asyncio.Transport | None
+
+    def consume(self, data: memoryview) -> None: ...
+    def end_of_stream(self) -> None: ...
+    def close(self) -> None: ...
+
+
 class TlsRecords:
-    def __init__(self, context: ssl.SSLContext, frames: FrameProtocol) -> None:
+    def __init__(self, context: ssl.SSLContext, frames: PlainSide) -> None:
         self._context = context
         self._frames = frames
         self._incoming: ssl.MemoryBIO | None = None
