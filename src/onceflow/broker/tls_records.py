@@ -68,14 +68,20 @@ class TlsRecords:
         self._flush()
 
     def send(self, data: bytes | memoryview) -> None:
-        assert self._session is not None
+        """Encrypt record by record (the outgoing BIO stays one record small) and hand the
+        transport all of it in one write."""
+        assert self._session is not None and self._outgoing is not None
         view = memoryview(data)
+        records = []
         try:
             for offset in range(0, len(view), RECORD_BYTES):
                 self._session.write(view[offset : offset + RECORD_BYTES])
-                self._flush()
+                records.append(self._outgoing.read())
         except ssl.SSLError as error:
             raise ConnectionResetError(f"TLS write failed: {error}") from None
+        transport = self._frames.transport
+        if transport is not None and not transport.is_closing():
+            transport.write(b"".join(records))
 
     def close(self) -> None:
         """Send close_notify (best effort) before the transport closes."""
