@@ -46,7 +46,7 @@ def test_a_flood_of_idle_connections_costs_little_and_the_broker_keeps_serving(t
         print(
             f"{CONNECTIONS} idle connections: RSS {before} -> {during} KiB "
             f"({per_connection / 1024:.1f} KB each), {after} KiB after they closed; "
-            f"opened in {opened:.1f} s, round trip done at {served:.1f} s, closed at {elapsed:.1f} s"
+            f"opened in {opened:.1f} s, round trip at {served:.1f} s, closed at {elapsed:.1f} s"
         )
         assert per_connection < MAX_BYTES_PER_IDLE_CONNECTION
         assert (after - before) * 1024 < CONNECTIONS * MAX_BYTES_PER_IDLE_CONNECTION

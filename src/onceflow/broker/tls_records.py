@@ -14,10 +14,7 @@ import asyncio
 import logging
 import ssl
 import threading
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from onceflow.broker.framing import FrameProtocol
+from typing import Protocol
 
 log = logging.getLogger(__name__)
 
@@ -33,8 +30,19 @@ class _PlainScratch(threading.local):
 _plain = _PlainScratch()
 
 
+class PlainSide(Protocol):
+    """What the TLS layer hands decrypted bytes to (framing's FrameProtocol)."""
+
+    peer: str
+    transport: asyncio.Transport | None
+
+    def consume(self, data: memoryview) -> None: ...
+    def end_of_stream(self) -> None: ...
+    def close(self) -> None: ...
+
+
 class TlsRecords:
-    def __init__(self, context: ssl.SSLContext, frames: FrameProtocol) -> None:
+    def __init__(self, context: ssl.SSLContext, frames: PlainSide) -> None:
         self._context = context
         self._frames = frames
         self._incoming: ssl.MemoryBIO | None = None
@@ -60,14 +68,20 @@ class TlsRecords:
         self._flush()
 
     def send(self, data: bytes | memoryview) -> None:
-        assert self._session is not None
+        """Encrypt record by record (the outgoing BIO stays one record small) and hand the
+        transport all of it in one write."""
+        assert self._session is not None and self._outgoing is not None
         view = memoryview(data)
+        records = []
         try:
             for offset in range(0, len(view), RECORD_BYTES):
                 self._session.write(view[offset : offset + RECORD_BYTES])
-                self._flush()
+                records.append(self._outgoing.read())
         except ssl.SSLError as error:
             raise ConnectionResetError(f"TLS write failed: {error}") from None
+        transport = self._frames.transport
+        if transport is not None and not transport.is_closing():
+            transport.write(b"".join(records))
 
     def close(self) -> None:
         """Send close_notify (best effort) before the transport closes."""
