@@ -1,8 +1,8 @@
 """A KRaft cluster of combined broker+controller nodes on loopback, from Maven's jars.
 
->>> with KafkaCluster(nodes=3) as cluster:
-...     producer = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all"})
-...     cluster.kill(cluster.leader_of(topic, 0))
+    with KafkaCluster(nodes=3) as cluster:
+        producer = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all"})
+        cluster.kill(cluster.leader_of("orders", 0))
 
 Node ids are 1..nodes. Every node listens on ``127.0.0.1`` with a broker port and a
 controller port; the controller quorum is static (``controller.quorum.voters``) and every
