@@ -45,7 +45,7 @@ from onceflow.log.producer_state import (
     ProducerStateManager,
 )
 from onceflow.log.recovery import QUARANTINE_DIR
-from onceflow.log.segment import CutBackFailed, LogSegment
+from onceflow.log.segment import CutBackFailed, LogSegment, SegmentDamaged, gaps_allowed
 from onceflow.log.tail_recovery import PartitionOffline, rebuild_producer_state, recover_segments
 from onceflow.log.txn_index import AbortedTxn, TxnIndexFiles
 from onceflow.protocol.errors import ErrorCode, KafkaError
@@ -127,6 +127,11 @@ class PartitionLog(PartitionReads):
         high_watermark = self.high_watermark
         return high_watermark if unstable is None else min(unstable, high_watermark)
 
+    @property
+    def gaps_allowed(self) -> bool:
+        """Compaction may have removed batches: offsets need only increase."""
+        return gaps_allowed(self.directory, self.config)
+
     def size_bytes(self) -> int:
         return sum(segment.size for segment in self.segments)
 
@@ -148,7 +153,10 @@ class PartitionLog(PartitionReads):
         if not bases:
             bases = [checkpoint.get("log_start_offset", 0)]
         interval = self.config["index.interval.bytes"]
-        self.segments = [LogSegment(self.directory, base, interval) for base in bases]
+        gaps = self.gaps_allowed
+        self.segments = [
+            LogSegment(self.directory, base, interval, gaps_allowed=gaps) for base in bases
+        ]
         try:
             headers = recover_segments(
                 self.segments,
@@ -319,13 +327,16 @@ class PartitionLog(PartitionReads):
         """Yield (header, batch bytes) for every batch from ``start_offset`` (replay)."""
         self._check_online()
         offset = self.log_start_offset if start_offset is None else start_offset
-        for segment in self.segments:
-            if segment.next_offset <= offset:
-                continue
-            for header in segment.headers_from(offset):
-                data = segment.read(header.position, header.size)
-                header = parse_header(data)
-                yield header, data
+        try:
+            for segment in self.segments:
+                if segment.next_offset <= offset:
+                    continue
+                for header in segment.headers_from(offset):
+                    data = segment.read(header.position, header.size)
+                    header = parse_header(data)
+                    yield header, data
+        except SegmentDamaged as damage:
+            raise self._damaged(damage, "a replay") from None
 
     def _append(self, parts: Sequence[Bytes], header: BatchHeader) -> None:
         """The one append path: write one batch (one writev) or leave no trace of it.
@@ -380,7 +391,12 @@ class PartitionLog(PartitionReads):
         self.sync_now()
         base = old.next_offset
         self.producers.write_snapshot(base)
-        segment = LogSegment(self.directory, base, self.config["index.interval.bytes"])
+        segment = LogSegment(
+            self.directory,
+            base,
+            self.config["index.interval.bytes"],
+            gaps_allowed=self.gaps_allowed,
+        )
         self.segments.append(segment)
         self.synced = SyncPoint(base, base, 0)
 

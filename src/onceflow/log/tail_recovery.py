@@ -16,7 +16,7 @@ from onceflow.log.batch import BatchHeader, control_type_of, coordinator_epoch_o
 from onceflow.log.durability import sync_directory
 from onceflow.log.producer_state import ProducerStateManager
 from onceflow.log.recovery import CutRegion, describe_region, quarantine_copy
-from onceflow.log.segment import LogSegment, SegmentScan
+from onceflow.log.segment import LogSegment, OffsetRules, SegmentScan
 from onceflow.log.txn_index import AbortedTxn
 
 log = logging.getLogger(__name__)
@@ -45,10 +45,17 @@ def recover_segments(
     below the recovery point, or the log ends before it.
     """
     headers: list[BatchHeader] = []
+    previous_end: int | None = None
     for index, segment in enumerate(segments):
-        scan = segment.scan(crc_from_offset)
+        rules = OffsetRules(
+            gaps_allowed=segment.gaps_allowed,
+            limit=segments[index + 1].base_offset if index + 1 < len(segments) else None,
+            previous_end=previous_end,
+        )
+        scan = segment.scan(crc_from_offset, rules)
+        previous_end = scan.end_offset
         if scan.problem is not None:
-            readable_end = scan.headers[-1].next_offset if scan.headers else segment.base_offset
+            readable_end = scan.end_offset
             if recovery_point is not None and readable_end < recovery_point:
                 raise PartitionOffline(
                     f"{segment.log_path}: {scan.problem}; offsets from {readable_end} on are "
