@@ -26,10 +26,18 @@ class Broker(BrokerCore):
         self._connections: set[asyncio.Task[None]] = set()
 
     async def start(self) -> None:
-        await self.open()
+        # The ports first: a port in use fails before the data directory is touched.
         bound = []
-        for listener in self.listeners:
-            bound.append(await self._listen(listener))
+        try:
+            for listener in self.listeners:
+                bound.append(await self._listen(listener))
+            await self.open()
+        except BaseException:
+            for server in self._servers:
+                server.close()
+            raise
+        for server in self._servers:
+            await server.start_serving()
         self.listeners = bound
         self.port = bound[0].port
         self.advertised_host = bound[0].advertised_host
@@ -51,6 +59,7 @@ class Broker(BrokerCore):
             listener.host,
             listener.port,
             reuse_address=True,
+            start_serving=False,
         )
         self._servers.append(server)
         listener = listener.bound(server.sockets[0].getsockname()[1])

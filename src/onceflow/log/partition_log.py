@@ -46,7 +46,13 @@ from onceflow.log.producer_state import (
 )
 from onceflow.log.recovery import QUARANTINE_DIR
 from onceflow.log.segment import CutBackFailed, LogSegment, SegmentDamaged, gaps_allowed
-from onceflow.log.tail_recovery import PartitionOffline, rebuild_producer_state, recover_segments
+from onceflow.log.tail_recovery import (
+    PartitionOffline,
+    TailCut,
+    read_known_gaps,
+    rebuild_producer_state,
+    recover_segments,
+)
 from onceflow.log.txn_index import AbortedTxn, TxnIndexFiles
 from onceflow.protocol.errors import ErrorCode, KafkaError
 
@@ -98,6 +104,7 @@ class PartitionLog(PartitionReads):
         self._on_append = on_append
         self._failing: str | None = None  # the storage error of the current episode
         self.deleted = False
+        self.cuts: list[TailCut] = []  # what recovery cut from this log, with copies
 
     @property
     def name(self) -> str:
@@ -165,6 +172,8 @@ class PartitionLog(PartitionReads):
                 self.recovery_point,
                 self._quarantine_root,
                 self.txn_index.drop_from,
+                read_known_gaps(self.directory),
+                self.cuts,
             )
         except PartitionOffline as offline:
             self._go_offline(offline.reason)
@@ -210,9 +219,36 @@ class PartitionLog(PartitionReads):
         except (OSError, ValueError):
             return {}
 
-    def _write_checkpoint(self, log_start_offset: int | None = None) -> None:
+    def _write_checkpoint(
+        self, log_start_offset: int | None = None, skipped: list[list[int]] | None = None
+    ) -> None:
         start = self.log_start_offset if log_start_offset is None else log_start_offset
-        write_atomically(self._checkpoint_path(), json.dumps({"log_start_offset": start}).encode())
+        checkpoint: dict = {"log_start_offset": start}
+        known = sorted(read_known_gaps(self.directory)) if skipped is None else skipped
+        if known:
+            checkpoint["skipped_offsets"] = [list(gap) for gap in known]
+        write_atomically(self._checkpoint_path(), json.dumps(checkpoint).encode())
+
+    def skip_to(self, offset: int) -> None:
+        """Continue the log at ``offset``, never reusing the offsets before it (after a
+        repair cut offsets that consumers may have read). The skip is recorded in
+        ``partition.json`` before the new segment exists, so recovery accepts the gap."""
+        end = self.log_end_offset
+        if offset <= end:
+            return
+        gaps = sorted(read_known_gaps(self.directory) | {(end, offset)})
+        self._write_checkpoint(skipped=[list(gap) for gap in gaps])
+        self.sync_now()
+        segment = LogSegment(
+            self.directory,
+            offset,
+            self.config["index.interval.bytes"],
+            gaps_allowed=self.gaps_allowed,
+        )
+        self.segments.append(segment)
+        sync_directory(self.directory)
+        self.synced = SyncPoint(offset, offset, 0)
+        self.durable.flushed_offset = offset
 
     def _write_txn_entry(self, txn: AbortedTxn) -> None:
         self.txn_index.append(self._segment_for(txn.last_offset).base_offset, txn)

@@ -8,8 +8,10 @@ acknowledged data: the partition goes offline instead of cutting it.
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 from onceflow.log.batch import BatchHeader, control_type_of, coordinator_epoch_of, parse_header
@@ -20,6 +22,28 @@ from onceflow.log.segment import LogSegment, OffsetRules, SegmentScan
 from onceflow.log.txn_index import AbortedTxn
 
 log = logging.getLogger(__name__)
+
+
+CHECKPOINT_FILE = "partition.json"
+
+
+def read_known_gaps(directory: Path) -> set[tuple[int, int]]:
+    """Offset ranges [end, base) a repair skipped on purpose (``partition.json``'s
+    ``skipped_offsets``): a segment at ``base`` may follow one ending at ``end``."""
+    try:
+        checkpoint = json.loads((directory / CHECKPOINT_FILE).read_text())
+    except (OSError, ValueError):
+        return set()
+    return {(int(end), int(base)) for end, base in checkpoint.get("skipped_offsets", [])}
+
+
+@dataclass(slots=True)
+class TailCut:
+    """What recovery cut from a partition: the offsets it held and where the copy is."""
+
+    from_offset: int  # the first offset no longer in the log
+    region: CutRegion
+    copies: list[Path]
 
 
 class PartitionOffline(Exception):
@@ -37,16 +61,21 @@ def recover_segments(
     recovery_point: int | None,
     quarantine_root: Path,
     drop_txn_entries_from: Callable[[int], object],
+    known_gaps: set[tuple[int, int]] = frozenset(),  # type: ignore[assignment]
+    cuts: list[TailCut] | None = None,
 ) -> list[BatchHeader]:
     """Scan and load every segment; cut an invalid tail after the recovery point (with a
     copy), dropping the later segments from ``segments``.
 
-    Returns the headers of every batch kept. Raises PartitionOffline when the damage lies
-    below the recovery point, or the log ends before it.
+    Returns the headers of every batch kept; what was cut is appended to ``cuts``. Raises
+    PartitionOffline when the damage lies below the recovery point, or the log ends
+    before it.
     """
     headers: list[BatchHeader] = []
     previous_end: int | None = None
     for index, segment in enumerate(segments):
+        if (previous_end, segment.base_offset) in known_gaps:
+            previous_end = segment.base_offset
         rules = OffsetRules(
             gaps_allowed=segment.gaps_allowed,
             limit=segments[index + 1].base_offset if index + 1 < len(segments) else None,
@@ -79,6 +108,8 @@ def recover_segments(
                 region.describe(),
                 ", ".join(str(copy) for copy in copies),
             )
+            if cuts is not None:
+                cuts.append(TailCut(readable_end, region, copies))
         segment.load(scan)
         headers.extend(scan.headers)
         if scan.problem is not None:
