@@ -248,6 +248,27 @@ def test_flipped_byte_marks_the_batch_invalid_and_the_dump_goes_on(tmp_path):
     assert "isvalid: false" in result.stdout
 
 
+@pytest.mark.parametrize(
+    ("field_at", "problem"),
+    [
+        (0, "with offset -72057594037927934 where offset 2 was expected"),  # baseOffset
+        (12, "with partition leader epoch -16777216"),  # partitionLeaderEpoch
+    ],
+)
+def test_damage_outside_the_crc_is_reported(tmp_path, field_at, problem):
+    segment = three_batches(tmp_path)
+    second = [item.header for item in read_batches(segment)][1]
+    flip_byte(segment, second.position + field_at)
+
+    lines = list(dump_file(segment, DumpOptions()))
+    errors = [line for line in lines if line.problem]
+    assert errors and errors[0].text.startswith(
+        f"Error: the batch at position {second.position} is damaged: batch"
+    )
+    assert problem in errors[0].text
+    assert run_cli(segment).exit_code == 1
+
+
 def test_cut_tail_ends_the_dump_with_position_and_unread_bytes(tmp_path):
     segment = three_batches(tmp_path)
     last = [item.header for item in read_batches(segment)][-1]
