@@ -38,6 +38,7 @@ from onceflow.log.manager import (
     read_recovery_points,
     write_recovery_point_file,
 )
+from onceflow.log.power_loss import HEADER_FIELDS
 from onceflow.protocol.client import WireClient
 from onceflow.protocol.errors import ErrorCode
 from onceflow.testing import BrokerProcess
@@ -48,22 +49,6 @@ pytestmark = pytest.mark.xdist_group("header-damage")
 TOPIC = "walk"
 BATCHES = 5
 RECORDS_PER_BATCH = 2
-# name, position in the header, size (Kafka's v2 batch header layout)
-FIELDS = [
-    ("baseOffset", 0, 8),
-    ("batchLength", 8, 4),
-    ("partitionLeaderEpoch", 12, 4),
-    ("magic", 16, 1),
-    ("crc", 17, 4),
-    ("attributes", 21, 2),
-    ("lastOffsetDelta", 23, 4),
-    ("baseTimestamp", 27, 8),
-    ("maxTimestamp", 35, 8),
-    ("producerId", 43, 8),
-    ("producerEpoch", 51, 2),
-    ("baseSequence", 53, 4),
-    ("recordsCount", 57, 4),
-]
 
 
 def _serve(data_dir: Path, port_file: Path, log_path: Path) -> None:
@@ -159,7 +144,7 @@ def batch_positions(data_dir) -> list[tuple[str, int, int]]:
 CASES = [
     (batch, name, at, size)
     for batch in range(BATCHES)
-    for name, at, size in FIELDS
+    for name, at, size in HEADER_FIELDS
     # the most significant byte of the field in even batches, the least in odd ones
 ]
 
