@@ -163,10 +163,17 @@ class RepairReport:
 
     def describe(self) -> list[str]:
         lines = []
+        point = self.before.recovery_point
         for cut in self.cuts:
             copies = ", ".join(str(copy) for copy in cut.copies)
+            lost = ""
+            if point is not None and cut.from_offset < point:
+                lost = (
+                    f"acknowledged offsets {cut.from_offset}-{point - 1} (below the recovery "
+                    f"point {point}) are gone; "
+                )
             lines.append(
-                f"  cut {self.before.name} from offset {cut.from_offset}: "
+                f"  cut {self.before.name} from offset {cut.from_offset}: {lost}"
                 f"{cut.region.describe()}; the cut bytes are in {copies}"
             )
         lines.append(

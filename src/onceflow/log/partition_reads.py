@@ -68,9 +68,7 @@ class PartitionReads:
             raise self._damaged(damage, "a fetch") from None
         if found is None:
             return b"", offset
-        damage = segment_reads.first_damage(
-            found.data, found.first_offset, found.segment.gaps_allowed
-        )
+        damage = segment_reads.first_damage(found.data, found.first_offset)
         if damage is None:
             return found.data, found.end_offset
         problem, at = damage

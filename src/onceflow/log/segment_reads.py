@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from onceflow.log.batch import check_crc, iter_headers, stored_header_problem
+from onceflow.log.batch import check_crc, iter_headers
 from onceflow.log.segment import LogSegment
 
 
@@ -46,15 +46,14 @@ def read_range(
     return None
 
 
-def first_damage(data: bytes, first_offset: int, gaps_allowed: bool) -> tuple[str, int] | None:
-    """None if every batch in ``data`` is intact and starts where the batch before it
-    ended (the first at ``first_offset``), else (problem, byte position)."""
+def first_damage(data: bytes, first_offset: int) -> tuple[str, int] | None:
+    """None if every batch in ``data`` is intact and at the offset its scan (which checked
+    its header) found it at, else (problem, byte position)."""
     checked = 0
     expected = first_offset
     for header in iter_headers(data):
-        problem = stored_header_problem(header, expected, gaps_allowed)
-        if problem is not None:
-            return problem, checked
+        if header.base_offset < expected:
+            return f"batch with offset {header.base_offset} where {expected} was expected", checked
         if not check_crc(data, header):
             return f"CRC mismatch in the batch at offset {header.base_offset}", checked
         checked = header.position + header.size

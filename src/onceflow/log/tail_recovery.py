@@ -132,8 +132,13 @@ def _cut_tail(
     doomed = [(segment, scan.valid_end)] + [(later, 0) for later in segments[index + 1 :]]
     region = CutRegion()
     copies = []
+    expected = scan.end_offset
     for victim, start in doomed:
-        region.add(describe_region(victim.log_path, start, victim.size))
+        if start == 0:
+            expected = max(expected, victim.base_offset)
+        part = describe_region(victim.log_path, start, victim.size, expected, victim.gaps_allowed)
+        region.add(part)
+        expected = part.last_offset + 1 if part.batches else expected
         copies.append(quarantine_copy(quarantine_root, name, victim.log_path, start))
     segment.cut_back(scan.valid_end)
     for victim, _ in doomed[1:]:
