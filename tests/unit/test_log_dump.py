@@ -221,6 +221,12 @@ def test_partial_index_entry_is_reported(tmp_path):
 def test_partition_checkpoint(tmp_path):
     (tmp_path / "partition.json").write_text(json.dumps({"log_start_offset": 42}))
     assert texts(tmp_path / "partition.json") == ["logStartOffset: 42"]
+    skipped = {"log_start_offset": 0, "skipped_offsets": [[5, 10]]}
+    (tmp_path / "partition.json").write_text(json.dumps(skipped))
+    assert texts(tmp_path / "partition.json") == [
+        "logStartOffset: 0",
+        "skippedOffsets: 5-9 (cut by a repair, never reused)",
+    ]
 
 
 # -- damage ------------------------------------------------------------------------------

@@ -499,5 +499,7 @@ def dump_partition_checkpoint(path: Path, _options: DumpOptions) -> Iterator[Dum
     try:
         checkpoint = json.loads(read_file(path))
         yield DumpLine(f"logStartOffset: {checkpoint['log_start_offset']}")
+        for end, base in checkpoint.get("skipped_offsets", []):
+            yield DumpLine(f"skippedOffsets: {end}-{base - 1} (cut by a repair, never reused)")
     except (ValueError, KeyError, TypeError) as error:
         yield DumpLine(f"{path.name} is not a readable checkpoint: {error!r}", problem=True)
