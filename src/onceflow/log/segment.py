@@ -201,6 +201,7 @@ class LogSegment:
         self.directory = directory
         self.base_offset = base_offset
         self.gaps_allowed = gaps_allowed  # compaction may leave gaps between batches
+        self._read_rules = OffsetRules(gaps_allowed=gaps_allowed)
         self.index_interval_bytes = index_interval_bytes
         stem = directory / segment_name(base_offset)
         self.log_path = stem.with_suffix(".log")
@@ -231,7 +232,7 @@ class LogSegment:
         after ``crc_from_offset`` (None: no CRC checks). The segment is not changed.
         """
         if rules is None:
-            rules = OffsetRules(gaps_allowed=self.gaps_allowed)
+            rules = self._read_rules
         return scan_file(self.fd, self.size, self.base_offset, crc_from_offset, rules)
 
     def load(self, scan: SegmentScan) -> None:
@@ -364,9 +365,8 @@ class LogSegment:
         position = self._index_positions[index] if index >= 0 else 0
         expected = self._index_offsets[index] if index >= 0 else self.base_offset
         scan = SegmentScan()
-        rules = OffsetRules(gaps_allowed=self.gaps_allowed)
         for header in scan_batches(
-            self.fd, self.size, self.base_offset, position, None, scan, rules, expected
+            self.fd, self.size, self.base_offset, position, None, scan, self._read_rules, expected
         ):
             if header.next_offset > offset:
                 yield header
