@@ -6,12 +6,15 @@ process at a time holds a data directory."""
 
 from __future__ import annotations
 
+import socket
 import subprocess
 import sys
+import time
 
 import pytest
 
 from onceflow.log.batch import parse_header
+from onceflow.log.dir_lock import DataDirInUse, DataDirLock
 from onceflow.protocol.client import WireClient
 from onceflow.protocol.errors import ErrorCode
 from onceflow.testing import BrokerProcess
@@ -70,14 +73,34 @@ def test_a_flipped_byte_in_acknowledged_data_is_kept_offline_until_repaired(tmp_
     )
 
     repaired = log_check(tmp_path / "data", "--repair")
-    assert repaired.returncode == 0, repaired.stdout + repaired.stderr
-    assert "repaired: rot-0: ok" in repaired.stdout
+    # Acknowledged records were cut: the repair says what, and exits 1.
+    assert repaired.returncode == 1, repaired.stdout + repaired.stderr
     (copy,) = (tmp_path / "data" / "quarantine" / "rot-0").glob("*.log")
+    assert (
+        "cut rot-0 from offset 3: acknowledged offsets 3-9 (below the recovery point 10) are "
+        "gone; offsets 3-9 as far as readable (7 records in 7 batches), "
+        f"{copy.stat().st_size} bytes; the cut bytes are in {copy}"
+    ) in repaired.stdout
+    assert "repaired: rot-0: ok" in repaired.stdout and "new records start at offset 10" in (
+        repaired.stdout
+    )
+    assert "1 damaged, 1 repaired" in repaired.stdout
     assert damaged_bytes == segment.read_bytes() + copy.read_bytes()
+    assert log_check(tmp_path / "data").returncode == 0
     broker.start()
     with WireClient(broker.bootstrap) as client:
-        assert [v for _, v in fetch_values(client, "rot", 0)] == [b"v0", b"v1", b"v2"]
-        assert produce(client, "rot", 0, record_batch([b"after"])) == (0, 3)
+        # The cut offsets 3-9 are never handed out again: new records start at 10.
+        assert produce(client, "rot", 0, record_batch([b"after"])) == (0, 10)
+        assert fetch_values(client, "rot", 0) == [
+            (0, b"v0"),
+            (1, b"v1"),
+            (2, b"v2"),
+            (10, b"after"),
+        ]
+    broker.stop()
+    broker.start()  # the skipped range survives a restart
+    with WireClient(broker.bootstrap) as client:
+        assert [offset for offset, _ in fetch_values(client, "rot", 0)] == [0, 1, 2, 10]
     broker.stop()
 
 
@@ -121,3 +144,48 @@ def test_a_data_directory_in_use_is_refused_to_a_second_broker_and_to_log_check(
     with WireClient(broker.bootstrap) as client:
         assert len(fetch_values(client, "held", 0)) == 4
     broker.stop()
+
+
+def test_a_live_broker_holding_the_directory_is_refused_without_waiting(tmp_path):
+    broker = BrokerProcess(tmp_path / "data").start()
+    try:
+        started = time.monotonic()
+        with pytest.raises(DataDirInUse, match=f"pid {broker.pid}"):
+            DataDirLock(tmp_path / "data").acquire(wait_s=5.0)  # what a broker waits
+        # The 5 s are for a holder that is exiting; a live one is refused at once.
+        assert time.monotonic() - started < 2.0
+    finally:
+        broker.stop()
+
+
+def test_a_broker_that_cannot_take_its_port_leaves_no_data_directory(tmp_path):
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        broker = BrokerProcess(tmp_path / "new-data", port=port, log_path=tmp_path / "b.log")
+        with pytest.raises(RuntimeError, match="broker did not start"):
+            broker.start()
+    assert "address already in use" in (tmp_path / "b.log").read_text().lower()
+    assert not (tmp_path / "new-data").exists()
+
+
+@pytest.mark.parametrize("content", [[], ["notes.txt"]])
+def test_log_check_refuses_a_directory_that_is_no_data_directory(tmp_path, content):
+    for name in content:
+        (tmp_path / name).write_text("x")
+    checked = log_check(tmp_path)
+    assert checked.returncode == 2
+    assert checked.stderr == f"Error: {tmp_path} is not a onceflow data directory\n"
+    assert sorted(path.name for path in tmp_path.iterdir()) == content  # nothing created
+    assert log_check(tmp_path, "--repair").returncode == 2
+
+
+def test_log_check_creates_nothing_in_a_data_directory(tmp_path):
+    broker = BrokerProcess(tmp_path / "data").start()
+    fill(broker, "quiet", 1, 2)
+    broker.stop()
+    (tmp_path / "data" / ".lock").unlink()  # e.g. a copy of a data directory
+    before = sorted(str(path) for path in (tmp_path / "data").rglob("*"))
+    assert log_check(tmp_path / "data").returncode == 0
+    assert sorted(str(path) for path in (tmp_path / "data").rglob("*")) == before

@@ -1,7 +1,8 @@
 """Power loss at random moments, with real clients: the broker runs with the fsync journal,
 is SIGKILLed at a random moment of a mixed workload (idempotent acks=all produce, offset
 commits, transactions), every file is cut back to what had been fsynced (with torn,
-partly garbled tails), and the broker restarts on what is left, running its real recovery.
+partly garbled tails, some with a byte of a batch header field flipped), and the broker
+restarts on what is left, running its real recovery.
 
 Checked after the crashes: every acknowledged record is where its acknowledgement said,
 no record is stored twice, no damaged batch is ever served, committed offsets never go
@@ -270,13 +271,15 @@ def test_power_loss_at_random_moments_loses_no_acknowledged_write(tmp_path):
         assert create_topic(client, "events", EVENT_PARTITIONS)[0] == 0
         assert create_topic(client, "txn", TXN_PARTITIONS)[0] == 0
     workload = Workload(broker.bootstrap)
-    torn = 0
+    torn = flips = 0
     for cycle in range(CYCLES):
         workload.running.set()
         time.sleep(rng.uniform(0.01, 0.3))
         broker.kill()
         workload.running.clear()
-        torn += len(simulate_power_loss(broker.data_dir, broker.journal, rng).torn_files)
+        loss = simulate_power_loss(broker.data_dir, broker.journal, rng, header_flips=True)
+        torn += len(loss.torn_files)
+        flips += len(loss.header_flips)
         broker.start()
         if cycle % 50 == 49:
             check(broker, workload)
@@ -286,8 +289,10 @@ def test_power_loss_at_random_moments_loses_no_acknowledged_write(tmp_path):
     assert "Traceback" not in log, "the broker logged an unexpected exception"
     assert "cut the tail" in log, "no torn tail reached recovery: the simulation did nothing"
     assert len(workload.acked) > CYCLES and len(workload.txns_acked) > CYCLES // 4
+    assert flips > 0, "no header byte was flipped in a torn tail"
     print(
-        f"{CYCLES} power losses, {torn} torn files: {len(workload.acked)} records, "
+        f"{CYCLES} power losses, {torn} torn files, {flips} flipped header bytes: "
+        f"{len(workload.acked)} records, "
         f"{len(workload.commits_acked)} commits, {len(workload.txns_acked)} transactions "
         "acknowledged and kept"
     )

@@ -221,6 +221,12 @@ def test_partial_index_entry_is_reported(tmp_path):
 def test_partition_checkpoint(tmp_path):
     (tmp_path / "partition.json").write_text(json.dumps({"log_start_offset": 42}))
     assert texts(tmp_path / "partition.json") == ["logStartOffset: 42"]
+    skipped = {"log_start_offset": 0, "skipped_offsets": [[5, 10]]}
+    (tmp_path / "partition.json").write_text(json.dumps(skipped))
+    assert texts(tmp_path / "partition.json") == [
+        "logStartOffset: 0",
+        "skippedOffsets: 5-9 (cut by a repair, never reused)",
+    ]
 
 
 # -- damage ------------------------------------------------------------------------------
@@ -246,6 +252,27 @@ def test_flipped_byte_marks_the_batch_invalid_and_the_dump_goes_on(tmp_path):
     result = run_cli(segment)
     assert result.exit_code == 1
     assert "isvalid: false" in result.stdout
+
+
+@pytest.mark.parametrize(
+    ("field_at", "problem"),
+    [
+        (0, "with offset -72057594037927934 where offset 2 was expected"),  # baseOffset
+        (12, "with partition leader epoch -16777216"),  # partitionLeaderEpoch
+    ],
+)
+def test_damage_outside_the_crc_is_reported(tmp_path, field_at, problem):
+    segment = three_batches(tmp_path)
+    second = [item.header for item in read_batches(segment)][1]
+    flip_byte(segment, second.position + field_at)
+
+    lines = list(dump_file(segment, DumpOptions()))
+    errors = [line for line in lines if line.problem]
+    assert errors and errors[0].text.startswith(
+        f"Error: the batch at position {second.position} is damaged: batch"
+    )
+    assert problem in errors[0].text
+    assert run_cli(segment).exit_code == 1
 
 
 def test_cut_tail_ends_the_dump_with_position_and_unread_bytes(tmp_path):

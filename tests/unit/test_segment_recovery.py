@@ -12,6 +12,7 @@ from onceflow.config import BrokerConfig, TopicConfig
 from onceflow.log.batch import KeyValue, assign_offset, build_batch, parse_header, read_key_values
 from onceflow.log.partition_log import PartitionLog
 from onceflow.log.segment import OFFSET_ENTRY, TIME_ENTRY, LogSegment
+from onceflow.protocol.errors import ErrorCode, KafkaError
 
 BASE_TS = 1_700_000_000_000
 
@@ -167,3 +168,108 @@ def test_indexes_are_rebuilt_when_garbled(tmp_path):
     reopened = open_log(tmp_path / "t-0", **{"index.interval.bytes": 1})
     assert reopened.offset_for_timestamp(BASE_TS + 3) == (3, BASE_TS + 3)
     assert (tmp_path / "t-0" / f"{0:020d}.index").stat().st_size == 6 * OFFSET_ENTRY.size
+
+
+def write_ten(directory, **overrides) -> list[int]:
+    """Ten one-record batches, closed cleanly; the byte position of each batch."""
+    log = open_log(directory, **overrides)
+    for number in range(10):
+        append(log, f"v{number}".encode())
+    log.close()
+    positions = []
+    for segment in sorted(directory.glob("*.log")):
+        data = segment.read_bytes()
+        position = 0
+        while position < len(data):
+            positions.append((segment, position))
+            position += parse_header(data, position).size
+    return positions
+
+
+def reopen_below_recovery_point(directory, **overrides) -> PartitionLog:
+    config = TopicConfig(BrokerConfig.from_strings({"log.flush.policy": "os"}), overrides)
+    log = PartitionLog(directory, "t", 0, config, recovery_point=10)
+    log.load()
+    return log
+
+
+def patch(path, position: int, fmt: str, value: int) -> None:
+    data = bytearray(path.read_bytes())
+    struct.pack_into(fmt, data, position, value)
+    path.write_bytes(bytes(data))
+
+
+@pytest.mark.parametrize(
+    ("field_at", "fmt", "value", "problem"),
+    [
+        (
+            0,
+            ">q",
+            5 | 0xFF << 48,
+            "batch with offset 71776119061217285 where offset 5 was expected",
+        ),
+        (0, ">q", 133, "batch with offset 133 where offset 5 was expected"),
+        (0, ">q", 4, "batch with offset 4 where offset 5 was expected"),
+        (12, ">i", 7, "partition leader epoch 7"),
+        (16, ">b", 1, "batch with magic 1"),
+        (23, ">i", 3, "batch with 1 records but last offset delta 3"),
+        (57, ">i", 2, "batch with 2 records but last offset delta 0"),
+    ],
+)
+def test_damage_outside_the_crc_below_the_recovery_point_takes_the_partition_offline(
+    tmp_path, field_at, fmt, value, problem
+):
+    positions = write_ten(tmp_path / "t-0")
+    segment, position = positions[5]
+    patch(segment, position + field_at, fmt, value)
+    damaged = segment.read_bytes()
+    log = reopen_below_recovery_point(tmp_path / "t-0")
+    assert log.offline and problem in log.offline
+    assert segment.read_bytes() == damaged  # nothing was cut
+    assert not (tmp_path / "quarantine").exists()
+
+
+def test_a_segment_that_does_not_start_where_the_one_before_ends_is_damage(tmp_path):
+    positions = write_ten(tmp_path / "t-0", **{"segment.bytes": 200})
+    segments = sorted({segment for segment, _ in positions})
+    assert len(segments) >= 3
+    segments[1].unlink()  # a whole middle segment lost
+    log = reopen_below_recovery_point(tmp_path / "t-0", **{"segment.bytes": 200})
+    assert log.offline and "follows a segment ending before offset" in log.offline
+
+
+def test_a_batch_running_into_the_next_segment_is_damage(tmp_path):
+    positions = write_ten(tmp_path / "t-0", **{"segment.bytes": 200})
+    first_segment = positions[0][0]
+    last_in_first = [p for s, p in positions if s == first_segment][-1]
+    patch(first_segment, last_in_first + 23, ">i", 5)  # lastOffsetDelta
+    patch(first_segment, last_in_first + 57, ">i", 6)  # recordsCount, consistent with it
+    log = reopen_below_recovery_point(tmp_path / "t-0", **{"segment.bytes": 200})
+    assert log.offline and "outside its segment" in log.offline
+
+
+def test_a_compacted_log_may_have_gaps_but_offsets_still_increase(tmp_path):
+    positions = write_ten(tmp_path / "t-0", **{"cleanup.policy": "compact"})
+    segment, position = positions[5]
+    data = bytearray(segment.read_bytes())
+    size = parse_header(data, position).size
+    del data[position : position + size]  # the cleaner dropped the batch at offset 5
+    segment.write_bytes(bytes(data))
+    log = reopen_below_recovery_point(tmp_path / "t-0", **{"cleanup.policy": "compact"})
+    assert not log.offline and log.log_end_offset == 10
+    assert values(log) == [f"v{n}".encode() for n in range(10) if n != 5]
+    log.close()
+    patch(segment, position, ">q", 3)  # the batch after the gap now goes backwards
+    log = reopen_below_recovery_point(tmp_path / "t-0", **{"cleanup.policy": "compact"})
+    assert log.offline and "batch with offset 3 where offset 5 was expected" in log.offline
+
+
+def test_damage_appearing_while_serving_takes_the_partition_offline(tmp_path):
+    positions = write_ten(tmp_path / "t-0")
+    log = reopen_below_recovery_point(tmp_path / "t-0")
+    segment, position = positions[5]
+    patch(segment, position, ">q", 133)  # the file changes under a running broker
+    with pytest.raises(KafkaError) as raised:
+        log.read(0, 1 << 20, False)
+    assert raised.value.code == ErrorCode.kafka_storage_error
+    assert log.offline and "batch with offset 133 where offset 5 was expected" in log.offline

@@ -33,8 +33,8 @@ class Acceptor:
         self._loops: list[asyncio.Task[None]] = []
         self._connecting: set[asyncio.Task[None]] = set()
 
-    async def start(self) -> int:
-        """Bind, listen and start accepting; the port bound (what port 0 became)."""
+    async def bind(self) -> int:
+        """Bind and listen; the port bound (what port 0 became). :meth:`serve` accepts."""
         loop = asyncio.get_running_loop()
         host = self.listener.host or None
         port = self.listener.port
@@ -47,9 +47,13 @@ class Acceptor:
         except BaseException:
             self.close()
             raise
+        return self._sockets[0].getsockname()[1]
+
+    def serve(self) -> None:
+        """Start accepting connections on the bound sockets."""
+        loop = asyncio.get_running_loop()
         for sock in self._sockets:
             self._loops.append(loop.create_task(self._accept(sock)))
-        return self._sockets[0].getsockname()[1]
 
     def close(self) -> None:
         for task in self._loops:

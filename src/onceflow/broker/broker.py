@@ -36,10 +36,18 @@ class Broker(BrokerCore):
             )
         except ValueError as error:
             raise SecuritySettingError(str(error)) from None
-        await self.open()
+        # The ports first: a port in use fails before the data directory is touched.
         bound = []
-        for listener in self.listeners:
-            bound.append(await self._listen(listener))
+        try:
+            for listener in self.listeners:
+                bound.append(await self._listen(listener))
+            await self.open()
+        except BaseException:
+            for acceptor in self._acceptors:
+                acceptor.close()
+            raise
+        for acceptor in self._acceptors:
+            acceptor.serve()
         self.listeners = bound
         self.port = bound[0].port
         self.advertised_host = bound[0].advertised_host
@@ -51,7 +59,7 @@ class Broker(BrokerCore):
         )
 
     async def _listen(self, listener: Listener) -> Listener:
-        """Start serving ``listener``; the listener with its bound port."""
+        """Bind ``listener`` (serving starts later); the listener with its bound port."""
         # Before authentication a SASL listener takes frames up to sasl.server.max.receive.size.
         max_frame_bytes = self.config["socket.request.max.bytes"]
         if listener.protocol.uses_sasl:
@@ -66,7 +74,7 @@ class Broker(BrokerCore):
             )
 
         acceptor = Acceptor(listener, self.quotas, protocol_for)
-        port = await acceptor.start()
+        port = await acceptor.bind()
         self._acceptors.append(acceptor)
         listener = listener.bound(port)
         # Connections accepted from now on see the bound listener (its advertised port).

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import shutil
 import ssl
 import uuid
 from pathlib import Path
@@ -64,6 +65,7 @@ class BrokerCore:
     async def open(self) -> None:
         """Security, cluster id, logs and coordinators; bad settings fail before any log
         is opened."""
+        created = not self.data_dir.exists()
         self.data_dir.mkdir(parents=True, exist_ok=True)
         # DataDirInUse while another broker has it (one just killed gets time to exit)
         await asyncio.to_thread(self.dir_lock.acquire, 5.0)
@@ -78,6 +80,8 @@ class BrokerCore:
                 await coordinator.start()
         except BaseException:
             self.dir_lock.release()
+            if created:  # a start that failed leaves no new data directory behind
+                shutil.rmtree(self.data_dir, ignore_errors=True)
             raise
 
     async def close(self) -> None:

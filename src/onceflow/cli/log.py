@@ -129,14 +129,22 @@ def check_command(data_dir: Path, repair: bool) -> None:
     recovery point is unreadable or missing, and the broker keeps it offline until
     `--repair` cuts it.
 
-    Exit status: 0 if nothing is damaged (or everything damaged was repaired), 1 if a
-    partition is damaged, 2 if the directory cannot be read or a broker is using it.
+    `--repair` reports what it cut (offsets, records, bytes, the quarantine copy); the
+    partition then continues at its recovery point, so no offset is ever reused.
+
+    Exit status: 0 if nothing is damaged, 1 if a partition is damaged (also when --repair
+    cut it: acknowledged records were lost), 2 if the directory is not a onceflow data
+    directory, cannot be read, or a broker is using it.
     """
+    from onceflow.log.check import is_data_dir
     from onceflow.log.dir_lock import DataDirInUse, DataDirLock
 
+    if not is_data_dir(data_dir):
+        click.echo(f"Error: {data_dir} is not a onceflow data directory", err=True)
+        sys.exit(EXIT_UNREADABLE)
     lock = DataDirLock(data_dir)  # a running broker's tail would look torn
     try:
-        lock.acquire()
+        lock.acquire(create=repair)  # a check creates nothing in the directory
     except DataDirInUse as error:
         click.echo(f"Error: cannot check: {error}", err=True)
         sys.exit(EXIT_UNREADABLE)
@@ -160,16 +168,19 @@ def _check(data_dir: Path, repair: bool) -> int:
     except (OSError, ValueError) as error:
         click.echo(f"Error: cannot check {data_dir}: {error}", err=True)
         return EXIT_UNREADABLE
-    damaged = 0
+    damaged = repaired = 0
     for report in reports:
         click.echo(report.describe())
         if report.status != "damaged":
             continue
+        damaged += 1
         if repair:
-            repaired = repair_partition(data_dir, report)
-            click.echo(f"  repaired: {repaired.describe()} (the cut bytes are in quarantine/)")
-            damaged += repaired.status == "damaged"
-        else:
-            damaged += 1
-    click.echo(f"{len(reports)} partitions checked, {damaged} damaged")
+            done = repair_partition(data_dir, report)
+            for line in done.describe():
+                click.echo(line)
+            repaired += done.after.status != "damaged"
+    summary = f"{len(reports)} partitions checked, {damaged} damaged"
+    if repair:
+        summary += f", {repaired} repaired (acknowledged records were cut)" if damaged else ""
+    click.echo(summary)
     return EXIT_DAMAGED if damaged else EXIT_OK

@@ -110,6 +110,39 @@ def iter_headers(data: bytes | bytearray | memoryview, start: int = 0, stop: int
         position += header.size
 
 
+# This single broker stamps every batch it stores with leader epoch 0 (Metadata answers
+# epoch 0); a client-side tool may have left -1. Anything else is damage: clients use the
+# stored epoch to validate their positions (KIP-320), so a wrong one is not harmless.
+MIN_STORED_LEADER_EPOCH = -1
+MAX_STORED_LEADER_EPOCH = 0
+MAX_RELATIVE_OFFSET = 2**31 - 1  # an index entry's offset is an int32 from the segment base
+
+
+def stored_header_problem(
+    header: BatchHeader, expected_offset: int, gaps_allowed: bool
+) -> str | None:
+    """Why a stored batch's header cannot be what the broker wrote, or None.
+
+    Checks the fields the CRC does not cover (magic, length, base offset, leader epoch)
+    against each other and against the offset the batch must start at, the end of the
+    batch before it (or its segment's base offset). ``gaps_allowed``: compaction may have
+    removed batches (and records inside a batch), so offsets need only increase.
+    """
+    if header.magic != 2:
+        return f"batch with magic {header.magic}"
+    if header.length < HEADER_SIZE - LOG_OVERHEAD:
+        return f"batch with length {header.length}"
+    delta, count = header.last_offset_delta, header.records_count
+    if delta < 0 or count < 0 or count > delta + 1 or (count != delta + 1 and not gaps_allowed):
+        return f"batch with {count} records but last offset delta {delta}"
+    base = header.base_offset
+    if base != expected_offset and not (gaps_allowed and base > expected_offset):
+        return f"batch with offset {base} where offset {expected_offset} was expected"
+    if not MIN_STORED_LEADER_EPOCH <= header.leader_epoch <= MAX_STORED_LEADER_EPOCH:
+        return f"batch at offset {base} with partition leader epoch {header.leader_epoch}"
+    return None
+
+
 def validate_produce_records(data: bytes, max_message_bytes: int) -> BatchHeader:
     """Check what a producer sent for one partition: exactly one valid v2 batch.
 

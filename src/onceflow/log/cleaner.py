@@ -17,11 +17,12 @@ from __future__ import annotations
 import logging
 import os
 import time
+from pathlib import Path
 
 from onceflow.log.batch import ATTR_COMPRESSION_MASK, BatchHeader, read_key_values
 from onceflow.log.durability import sync_directory, sync_file
 from onceflow.log.partition_log import PartitionLog
-from onceflow.log.segment import LogSegment
+from onceflow.log.segment import COMPACTED_MARKER, LogSegment
 
 log = logging.getLogger(__name__)
 
@@ -78,6 +79,7 @@ def _clean_segment(
             kept.append(data)
     if not dropped:
         return 0
+    mark_compacted(segment.directory)
     cleaned_path = segment.log_path.with_suffix(".cleaned")
     with open(cleaned_path, "wb") as handle:
         for data in kept:
@@ -87,7 +89,9 @@ def _clean_segment(
     segment.close()
     os.replace(cleaned_path, segment.log_path)
     sync_directory(segment.directory)
-    replacement = LogSegment(segment.directory, segment.base_offset, segment.index_interval_bytes)
+    replacement = LogSegment(
+        segment.directory, segment.base_offset, segment.index_interval_bytes, gaps_allowed=True
+    )
     replacement.load(replacement.scan(crc_from_offset=None))
     replacement.next_offset = max(replacement.next_offset, segment.next_offset)
     partition.segments[index] = replacement
@@ -99,6 +103,16 @@ def _clean_segment(
         dropped,
     )
     return dropped
+
+
+def mark_compacted(directory: Path) -> None:
+    """Record, durably and before any batch goes, that the log may have offset gaps."""
+    marker = directory / COMPACTED_MARKER
+    if marker.exists():
+        return
+    with open(marker, "wb") as handle:
+        sync_file(handle.fileno())
+    sync_directory(directory)
 
 
 def compact_due(partitions: list[PartitionLog], now_ms: int | None = None) -> int:

@@ -35,9 +35,10 @@ from onceflow.log.batch import (
     BatchHeader,
     check_crc,
     parse_header,
+    stored_header_problem,
 )
 from onceflow.log.record_decoders import RecordDecoder, decode_as_text
-from onceflow.log.segment import OFFSET_ENTRY, TIME_ENTRY
+from onceflow.log.segment import COMPACTED_MARKER, OFFSET_ENTRY, TIME_ENTRY
 from onceflow.log.txn_index import TXN_ENTRY
 
 RECORD_INDENT = "|"
@@ -250,15 +251,46 @@ def dump_log_segment(path: Path, options: DumpOptions) -> Iterator[DumpLine]:
     base_offset = base_offset_of(path)
     if base_offset is not None:
         yield DumpLine(f"Log starting offset: {base_offset}")
+    gaps = offset_gaps_allowed(path)
+    expected = base_offset
     for item in read_batches(path, options.max_bytes):
         if isinstance(item, StoredBatch):
             yield DumpLine(describe_batch(item, options.print_data_log), problem=not item.valid)
+            header = item.header
+            # Without a file name to go by, the first batch sets the expected offsets.
+            start = header.base_offset if expected is None else expected
+            problem = stored_header_problem(header, start, gaps)
+            if problem is not None:
+                yield DumpLine(
+                    f"Error: the batch at position {header.position} is damaged: {problem} "
+                    f"(these header fields are not covered by the CRC)",
+                    problem=True,
+                )
+            expected = max(header.next_offset, start)
             if options.print_data_log and not is_compressed(item.header):
                 yield from record_lines(item, options.decoder)
         elif isinstance(item, UnreadTail):
             yield DumpLine(describe_unread_tail(item, path), problem=True)
         else:
             yield DumpLine(describe_byte_limit(item))
+
+
+def offset_gaps_allowed(path: Path) -> bool:
+    """Whether the segment's partition may have offset gaps (compaction). Unknown (a
+    segment away from its data directory): gaps are allowed, offsets must increase."""
+    directory = path.parent
+    if (directory / COMPACTED_MARKER).exists():
+        return True
+    registry = directory.parent / "topics.json"
+    topic, _, number = directory.name.rpartition("-")
+    try:
+        entry = json.loads(registry.read_text())["topics"][topic]
+    except (OSError, ValueError, KeyError):
+        return True
+    if not number.isdigit():
+        return True
+    policy = str(entry.get("configs", {}).get("cleanup.policy", "delete"))
+    return "compact" in policy.split(",")
 
 
 def describe_batch(batch: StoredBatch, print_data_log: bool = False) -> str:
@@ -467,5 +499,7 @@ def dump_partition_checkpoint(path: Path, _options: DumpOptions) -> Iterator[Dum
     try:
         checkpoint = json.loads(read_file(path))
         yield DumpLine(f"logStartOffset: {checkpoint['log_start_offset']}")
+        for end, base in checkpoint.get("skipped_offsets", []):
+            yield DumpLine(f"skippedOffsets: {end}-{base - 1} (cut by a repair, never reused)")
     except (ValueError, KeyError, TypeError) as error:
         yield DumpLine(f"{path.name} is not a readable checkpoint: {error!r}", problem=True)

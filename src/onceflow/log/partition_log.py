@@ -45,8 +45,14 @@ from onceflow.log.producer_state import (
     ProducerStateManager,
 )
 from onceflow.log.recovery import QUARANTINE_DIR
-from onceflow.log.segment import CutBackFailed, LogSegment
-from onceflow.log.tail_recovery import PartitionOffline, rebuild_producer_state, recover_segments
+from onceflow.log.segment import CutBackFailed, LogSegment, SegmentDamaged, gaps_allowed
+from onceflow.log.tail_recovery import (
+    PartitionOffline,
+    TailCut,
+    read_known_gaps,
+    rebuild_producer_state,
+    recover_segments,
+)
 from onceflow.log.txn_index import AbortedTxn, TxnIndexFiles
 from onceflow.protocol.errors import ErrorCode, KafkaError
 
@@ -102,6 +108,7 @@ class PartitionLog(PartitionReads):
         # (first offset, marker offset): still unstable, as in Kafka, so that a
         # read_committed reader gets their records and the marker together.
         self._ending: list[tuple[int, int]] = []
+        self.cuts: list[TailCut] = []  # what recovery cut from this log, with copies
 
     @property
     def name(self) -> str:
@@ -136,6 +143,11 @@ class PartitionLog(PartitionReads):
             firsts.append(unstable)
         return min([high_watermark, *firsts])
 
+    @property
+    def gaps_allowed(self) -> bool:
+        """Compaction may have removed batches: offsets need only increase."""
+        return gaps_allowed(self.directory, self.config)
+
     def size_bytes(self) -> int:
         return sum(segment.size for segment in self.segments)
 
@@ -157,7 +169,10 @@ class PartitionLog(PartitionReads):
         if not bases:
             bases = [checkpoint.get("log_start_offset", 0)]
         interval = self.config["index.interval.bytes"]
-        self.segments = [LogSegment(self.directory, base, interval) for base in bases]
+        gaps = self.gaps_allowed
+        self.segments = [
+            LogSegment(self.directory, base, interval, gaps_allowed=gaps) for base in bases
+        ]
         try:
             headers = recover_segments(
                 self.segments,
@@ -166,6 +181,8 @@ class PartitionLog(PartitionReads):
                 self.recovery_point,
                 self._quarantine_root,
                 self.txn_index.drop_from,
+                read_known_gaps(self.directory),
+                self.cuts,
             )
         except PartitionOffline as offline:
             self._go_offline(offline.reason)
@@ -211,9 +228,36 @@ class PartitionLog(PartitionReads):
         except (OSError, ValueError):
             return {}
 
-    def _write_checkpoint(self, log_start_offset: int | None = None) -> None:
+    def _write_checkpoint(
+        self, log_start_offset: int | None = None, skipped: list[list[int]] | None = None
+    ) -> None:
         start = self.log_start_offset if log_start_offset is None else log_start_offset
-        write_atomically(self._checkpoint_path(), json.dumps({"log_start_offset": start}).encode())
+        checkpoint: dict = {"log_start_offset": start}
+        known = sorted(read_known_gaps(self.directory)) if skipped is None else skipped
+        if known:
+            checkpoint["skipped_offsets"] = [list(gap) for gap in known]
+        write_atomically(self._checkpoint_path(), json.dumps(checkpoint).encode())
+
+    def skip_to(self, offset: int) -> None:
+        """Continue the log at ``offset``, never reusing the offsets before it (after a
+        repair cut offsets that consumers may have read). The skip is recorded in
+        ``partition.json`` before the new segment exists, so recovery accepts the gap."""
+        end = self.log_end_offset
+        if offset <= end:
+            return
+        gaps = sorted(read_known_gaps(self.directory) | {(end, offset)})
+        self._write_checkpoint(skipped=[list(gap) for gap in gaps])
+        self.sync_now()
+        segment = LogSegment(
+            self.directory,
+            offset,
+            self.config["index.interval.bytes"],
+            gaps_allowed=self.gaps_allowed,
+        )
+        self.segments.append(segment)
+        sync_directory(self.directory)
+        self.synced = SyncPoint(offset, offset, 0)
+        self.durable.flushed_offset = offset
 
     def _write_txn_entry(self, txn: AbortedTxn) -> None:
         self.txn_index.append(self._segment_for(txn.last_offset).base_offset, txn)
@@ -330,13 +374,16 @@ class PartitionLog(PartitionReads):
         """Yield (header, batch bytes) for every batch from ``start_offset`` (replay)."""
         self._check_online()
         offset = self.log_start_offset if start_offset is None else start_offset
-        for segment in self.segments:
-            if segment.next_offset <= offset:
-                continue
-            for header in segment.headers_from(offset):
-                data = segment.read(header.position, header.size)
-                header = parse_header(data)
-                yield header, data
+        try:
+            for segment in self.segments:
+                if segment.next_offset <= offset:
+                    continue
+                for header in segment.headers_from(offset):
+                    data = segment.read(header.position, header.size)
+                    header = parse_header(data)
+                    yield header, data
+        except SegmentDamaged as damage:
+            raise self._damaged(damage, "a replay") from None
 
     def _append(self, parts: Sequence[Bytes], header: BatchHeader) -> None:
         """The one append path: write one batch (one writev) or leave no trace of it.
@@ -391,7 +438,12 @@ class PartitionLog(PartitionReads):
         self.sync_now()
         base = old.next_offset
         self.producers.write_snapshot(base)
-        segment = LogSegment(self.directory, base, self.config["index.interval.bytes"])
+        segment = LogSegment(
+            self.directory,
+            base,
+            self.config["index.interval.bytes"],
+            gaps_allowed=self.gaps_allowed,
+        )
         self.segments.append(segment)
         self.synced = SyncPoint(base, base, 0)
 

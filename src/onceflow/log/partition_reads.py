@@ -8,7 +8,7 @@ import bisect
 from dataclasses import dataclass
 
 from onceflow.log import segment_reads, timestamp_lookup
-from onceflow.log.segment import LogSegment
+from onceflow.log.segment import LogSegment, SegmentDamaged
 from onceflow.log.txn_index import AbortedTxn
 from onceflow.protocol.errors import ErrorCode, KafkaError
 
@@ -62,19 +62,26 @@ class PartitionReads:
         """The batches from ``offset`` below ``upper`` (at least one, up to ``max_bytes``)
         and the offset after them; a damaged batch takes the partition offline."""
         start = max(bisect.bisect_right(self.segments, offset, key=base_offset) - 1, 0)
-        found = segment_reads.read_range(self.segments[start:], offset, upper, max_bytes)
+        try:
+            found = segment_reads.read_range(self.segments[start:], offset, upper, max_bytes)
+        except SegmentDamaged as damage:
+            raise self._damaged(damage, "a fetch") from None
         if found is None:
             return b"", offset
-        segment, position, data, end_offset = found
-        damage = segment_reads.first_damage(data)
+        damage = segment_reads.first_damage(found.data, found.first_offset)
         if damage is None:
-            return data, end_offset
+            return found.data, found.end_offset
         problem, at = damage
+        path = found.segment.log_path
+        raise self._damaged(SegmentDamaged(problem, path, found.position + at), "a fetch")
+
+    def _damaged(self, damage: SegmentDamaged, doing: str) -> KafkaError:
+        """Take the partition offline for damage found on disk; the error to answer."""
         self._go_offline(
-            f"{problem} ({segment.log_path}, byte {position + at}) found while serving a "
-            "fetch: acknowledged data is damaged. Check it with 'onceflow log check'"
+            f"{damage.problem} ({damage.path}, byte {damage.position}) found while serving "
+            f"{doing}: acknowledged data is damaged. Check it with 'onceflow log check'"
         )
-        raise KafkaError(
+        return KafkaError(
             ErrorCode.kafka_storage_error, f"partition {self.name} is offline: {self.offline}"
         )
 
@@ -86,9 +93,12 @@ class PartitionReads:
 
     def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
         self._check_online()
-        return timestamp_lookup.offset_for_timestamp(
-            self.segments, self.log_start_offset, timestamp
-        )
+        try:
+            return timestamp_lookup.offset_for_timestamp(
+                self.segments, self.log_start_offset, timestamp
+            )
+        except SegmentDamaged as damage:
+            raise self._damaged(damage, "a lookup by time") from None
 
     def legacy_offsets_before(self, timestamp: int, max_count: int) -> list[int]:
         self._check_online()

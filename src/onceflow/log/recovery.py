@@ -11,7 +11,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from onceflow.log.batch import HEADER_SIZE, LOG_OVERHEAD, parse_header
+from onceflow.log.batch import HEADER_SIZE, parse_header, stored_header_problem
 from onceflow.log.durability import sync_directory, sync_file
 
 QUARANTINE_DIR = "quarantine"
@@ -39,30 +39,35 @@ class CutRegion:
 
     def describe(self) -> str:
         if not self.batches:
-            return f"{self.bytes} bytes holding no readable batch"
+            return f"{self.bytes} bytes, the first batch there unreadable"
         return (
             f"offsets {self.first_offset}-{self.last_offset} as far as readable "
             f"({self.records} records in {self.batches} batches), {self.bytes} bytes"
         )
 
 
-def describe_region(path: Path, start: int, end: int) -> CutRegion:
-    """Walk the batch headers in ``path[start:end]`` as far as they hold together."""
+def describe_region(
+    path: Path, start: int, end: int, first_offset: int, gaps_allowed: bool
+) -> CutRegion:
+    """Walk the batch headers in ``path[start:end]`` as far as they hold together (the
+    first batch starting at ``first_offset``, each next where the one before ends)."""
     region = CutRegion(bytes=end - start)
+    expected = first_offset
     with open(path, "rb") as handle:
         position = start
         while position + HEADER_SIZE <= end:
             handle.seek(position)
             header = parse_header(handle.read(HEADER_SIZE))
-            if header.magic != 2 or header.length < HEADER_SIZE - LOG_OVERHEAD:
+            if stored_header_problem(header, expected, gaps_allowed) is not None:
                 break
-            if position + header.size > end or header.last_offset_delta < 0:
+            if position + header.size > end:
                 break
             region.batches += 1
-            region.records += header.last_offset_delta + 1
+            region.records += header.records_count
             if region.first_offset < 0:
                 region.first_offset = header.base_offset
             region.last_offset = header.last_offset
+            expected = header.next_offset
             position += header.size
     return region
 

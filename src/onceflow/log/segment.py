@@ -20,13 +20,15 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from onceflow.config import TopicConfig
 from onceflow.log.batch import (
     HEADER_SIZE,
-    LOG_OVERHEAD,
+    MAX_RELATIVE_OFFSET,
     BatchHeader,
     Bytes,
     check_crc,
     parse_header,
+    stored_header_problem,
 )
 from onceflow.log.durability import create_file, sync_file
 
@@ -37,12 +39,32 @@ TIME_ENTRY = struct.Struct(">qi")
 SCAN_CHUNK_BYTES = 64 * 1024
 
 
+# In a partition directory once the cleaner has removed batches from it: its offsets may
+# have gaps even if the topic's cleanup.policy no longer says compact.
+COMPACTED_MARKER = "compacted.marker"
+
+
+def gaps_allowed(directory: Path, config: TopicConfig) -> bool:
+    """Whether the batches of a partition's log may leave gaps between their offsets."""
+    return config.compacted or (directory / COMPACTED_MARKER).exists()
+
+
 def segment_name(base_offset: int) -> str:
     return f"{base_offset:020d}"
 
 
 class CutBackFailed(OSError):
     """A failed append could not be removed from the segment: its tail is unknown."""
+
+
+class SegmentDamaged(Exception):
+    """A batch read from a loaded segment is no longer what was loaded (damage on disk)."""
+
+    def __init__(self, problem: str, path: Path, position: int) -> None:
+        super().__init__(f"{problem} ({path}, byte {position})")
+        self.problem = problem
+        self.path = path
+        self.position = position
 
 
 @dataclass(slots=True)
@@ -52,6 +74,26 @@ class SegmentScan:
     headers: list[BatchHeader] = field(default_factory=list)
     valid_end: int = 0  # byte position after the last good batch
     problem: str | None = None  # why the scan stopped before the end of the file
+    reason: str | None = None  # the problem without its byte position
+    problem_at: int = 0  # byte position of the problem
+    end_offset: int = 0  # the offset after the last good batch (or where one must start)
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetRules:
+    """What a segment's batch offsets must satisfy beyond the batches' own consistency.
+
+    ``gaps_allowed``: the log may have been compacted (offsets need only increase).
+    ``limit``: every offset is below it (the next segment's base offset).
+    ``previous_end``: the offset after the segment before this one, if any.
+    """
+
+    gaps_allowed: bool = False
+    limit: int | None = None
+    previous_end: int | None = None
+
+
+NO_RULES = OffsetRules()
 
 
 def scan_batches(
@@ -61,20 +103,30 @@ def scan_batches(
     position: int = 0,
     crc_from_offset: int | None = 0,
     result: SegmentScan | None = None,
+    rules: OffsetRules = NO_RULES,
+    expected_offset: int | None = None,
 ) -> Iterator[BatchHeader]:
     """Yield the sound batch headers of a segment file from ``position``.
 
-    Sizes, magic and offsets are always checked; CRCs of the batches that end after
-    ``crc_from_offset`` (None: none). Says in ``result`` why it stopped early.
+    Every header is checked (magic, length, offsets against the batch before, record
+    count, leader epoch, the segment's range: see ``stored_header_problem``); CRCs of
+    the batches that end after ``crc_from_offset`` (None: none). ``expected_offset``: the
+    offset the batch at ``position`` must start at (default: the segment's base offset).
+    Says in ``result`` why it stopped early.
     """
 
     def stop(problem: str) -> None:
         if result is not None:
             result.problem = f"{problem} at byte {position}"
+            result.reason = problem
+            result.problem_at = position
 
     chunk = b""
     chunk_start = position
-    expected_offset = base_offset  # offsets only grow (compaction leaves gaps)
+    expected = base_offset if expected_offset is None else expected_offset
+    highest = base_offset + MAX_RELATIVE_OFFSET
+    if rules.limit is not None:
+        highest = min(highest, rules.limit - 1)
     while position + HEADER_SIZE <= size:
         relative = position - chunk_start
         if relative + HEADER_SIZE > len(chunk):
@@ -83,17 +135,19 @@ def scan_batches(
             if len(chunk) < HEADER_SIZE:
                 return stop("file shorter than its size")
         header = parse_header(chunk, relative)
-        if header.magic != 2:
-            return stop(f"batch with magic {header.magic}")
-        if header.length < HEADER_SIZE - LOG_OVERHEAD:
-            return stop(f"batch with length {header.length}")
+        # A stale but intact batch (old bytes past the real end) fails the offset check:
+        # accepting it would move the log end offset backwards.
+        problem = stored_header_problem(header, expected, rules.gaps_allowed)
+        if problem is not None:
+            return stop(problem)
         if position + header.size > size:
             return stop(f"batch of {header.size} bytes running past the end of the file")
-        # A stale but intact batch (old bytes past the real end) is torn too:
-        # accepting it would move the log end offset backwards.
-        if header.base_offset < expected_offset or header.last_offset_delta < 0:
-            return stop(f"batch with offset {header.base_offset} below {expected_offset}")
-        expected_offset = header.next_offset
+        if header.last_offset > highest:
+            return stop(
+                f"batch with offsets {header.base_offset}-{header.last_offset} outside its "
+                f"segment (offsets {base_offset}-{highest})"
+            )
+        expected = header.next_offset
         if crc_from_offset is not None and header.next_offset > crc_from_offset:
             if relative + header.size <= len(chunk):
                 intact = check_crc(chunk, header)
@@ -107,21 +161,47 @@ def scan_batches(
         position += header.size
 
 
-def scan_file(fd: int, size: int, base_offset: int, crc_from_offset: int | None) -> SegmentScan:
+def scan_file(
+    fd: int,
+    size: int,
+    base_offset: int,
+    crc_from_offset: int | None,
+    rules: OffsetRules = NO_RULES,
+) -> SegmentScan:
     """Every sound batch of a segment file from its start, and why the scan stopped."""
-    result = SegmentScan()
-    for header in scan_batches(fd, size, base_offset, 0, crc_from_offset, result):
+    result = SegmentScan(end_offset=base_offset)
+    previous = rules.previous_end
+    if previous is not None and (
+        previous > base_offset or (previous < base_offset and not rules.gaps_allowed)
+    ):
+        result.end_offset = min(previous, base_offset)
+        result.reason = f"segment {base_offset} follows a segment ending before offset {previous}"
+        result.problem = f"{result.reason} at byte 0"
+        return result
+    for header in scan_batches(fd, size, base_offset, 0, crc_from_offset, result, rules):
         result.headers.append(header)
         result.valid_end = header.position + header.size
+        result.end_offset = header.next_offset
     if result.problem is None and result.valid_end < size:
-        result.problem = "incomplete batch at the end of the file"
+        result.reason = "incomplete batch at the end of the file"
+        result.problem = f"{result.reason} at byte {result.valid_end}"
+        result.problem_at = result.valid_end
     return result
 
 
 class LogSegment:
-    def __init__(self, directory: Path, base_offset: int, index_interval_bytes: int) -> None:
+    def __init__(
+        self,
+        directory: Path,
+        base_offset: int,
+        index_interval_bytes: int,
+        *,
+        gaps_allowed: bool = False,
+    ) -> None:
         self.directory = directory
         self.base_offset = base_offset
+        self.gaps_allowed = gaps_allowed  # compaction may leave gaps between batches
+        self._read_rules = OffsetRules(gaps_allowed=gaps_allowed)
         self.index_interval_bytes = index_interval_bytes
         stem = directory / segment_name(base_offset)
         self.log_path = stem.with_suffix(".log")
@@ -143,22 +223,21 @@ class LogSegment:
 
     # -- loading -------------------------------------------------------------------------
 
-    def scan(self, crc_from_offset: int | None = 0) -> SegmentScan:
+    def scan(
+        self, crc_from_offset: int | None = 0, rules: OffsetRules | None = None
+    ) -> SegmentScan:
         """Read every batch header; stop at the first batch that is not sound.
 
-        Sizes, magic and offsets are always checked; CRCs only of batches that end after
-        ``crc_from_offset`` (None: no CRC checks). The segment itself is not changed.
+        Every header is checked (see ``scan_batches``); CRCs only of batches that end
+        after ``crc_from_offset`` (None: no CRC checks). The segment is not changed.
         """
-        return scan_file(self.fd, self.size, self.base_offset, crc_from_offset)
+        if rules is None:
+            rules = self._read_rules
+        return scan_file(self.fd, self.size, self.base_offset, crc_from_offset, rules)
 
     def load(self, scan: SegmentScan) -> None:
         """Take a scan's batches as the segment's content and rebuild the indexes."""
         self._rebuild_indexes(scan.headers)
-
-    def _scan(
-        self, position: int, crc_from_offset: int | None, result: SegmentScan | None = None
-    ) -> Iterator[BatchHeader]:
-        return scan_batches(self.fd, self.size, self.base_offset, position, crc_from_offset, result)
 
     def _rebuild_indexes(self, headers: list[BatchHeader]) -> None:
         self._index_offsets.clear()
@@ -277,12 +356,22 @@ class LogSegment:
         return int(os.fstat(self.fd).st_mtime * 1000)
 
     def headers_from(self, offset: int) -> Iterator[BatchHeader]:
-        """Headers of the batches that end at or after ``offset``, in order."""
+        """Headers of the batches that end at or after ``offset``, in order.
+
+        Raises SegmentDamaged when a batch on disk is no longer sound (the scan starts at
+        an index entry, so the batch there must still start at that entry's offset).
+        """
         index = bisect.bisect_right(self._index_offsets, offset) - 1
         position = self._index_positions[index] if index >= 0 else 0
-        for header in self._scan(position, crc_from_offset=None):
+        expected = self._index_offsets[index] if index >= 0 else self.base_offset
+        scan = SegmentScan()
+        for header in scan_batches(
+            self.fd, self.size, self.base_offset, position, None, scan, self._read_rules, expected
+        ):
             if header.next_offset > offset:
                 yield header
+        if scan.problem is not None:
+            raise SegmentDamaged(scan.reason or scan.problem, self.log_path, scan.problem_at)
 
     def headers_for_timestamp(self, timestamp: int) -> Iterator[BatchHeader]:
         """Headers from a position at or before the first batch with max timestamp >= ts."""

@@ -8,18 +8,42 @@ acknowledged data: the partition goes offline instead of cutting it.
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 from onceflow.log.batch import BatchHeader, control_type_of, coordinator_epoch_of, parse_header
 from onceflow.log.durability import sync_directory
 from onceflow.log.producer_state import ProducerStateManager
 from onceflow.log.recovery import CutRegion, describe_region, quarantine_copy
-from onceflow.log.segment import LogSegment, SegmentScan
+from onceflow.log.segment import LogSegment, OffsetRules, SegmentScan
 from onceflow.log.txn_index import AbortedTxn
 
 log = logging.getLogger(__name__)
+
+
+CHECKPOINT_FILE = "partition.json"
+
+
+def read_known_gaps(directory: Path) -> set[tuple[int, int]]:
+    """Offset ranges [end, base) a repair skipped on purpose (``partition.json``'s
+    ``skipped_offsets``): a segment at ``base`` may follow one ending at ``end``."""
+    try:
+        checkpoint = json.loads((directory / CHECKPOINT_FILE).read_text())
+    except (OSError, ValueError):
+        return set()
+    return {(int(end), int(base)) for end, base in checkpoint.get("skipped_offsets", [])}
+
+
+@dataclass(slots=True)
+class TailCut:
+    """What recovery cut from a partition: the offsets it held and where the copy is."""
+
+    from_offset: int  # the first offset no longer in the log
+    region: CutRegion
+    copies: list[Path]
 
 
 class PartitionOffline(Exception):
@@ -37,18 +61,30 @@ def recover_segments(
     recovery_point: int | None,
     quarantine_root: Path,
     drop_txn_entries_from: Callable[[int], object],
+    known_gaps: set[tuple[int, int]] = frozenset(),  # type: ignore[assignment]
+    cuts: list[TailCut] | None = None,
 ) -> list[BatchHeader]:
     """Scan and load every segment; cut an invalid tail after the recovery point (with a
     copy), dropping the later segments from ``segments``.
 
-    Returns the headers of every batch kept. Raises PartitionOffline when the damage lies
-    below the recovery point, or the log ends before it.
+    Returns the headers of every batch kept; what was cut is appended to ``cuts``. Raises
+    PartitionOffline when the damage lies below the recovery point, or the log ends
+    before it.
     """
     headers: list[BatchHeader] = []
+    previous_end: int | None = None
     for index, segment in enumerate(segments):
-        scan = segment.scan(crc_from_offset)
+        if (previous_end, segment.base_offset) in known_gaps:
+            previous_end = segment.base_offset
+        rules = OffsetRules(
+            gaps_allowed=segment.gaps_allowed,
+            limit=segments[index + 1].base_offset if index + 1 < len(segments) else None,
+            previous_end=previous_end,
+        )
+        scan = segment.scan(crc_from_offset, rules)
+        previous_end = scan.end_offset
         if scan.problem is not None:
-            readable_end = scan.headers[-1].next_offset if scan.headers else segment.base_offset
+            readable_end = scan.end_offset
             if recovery_point is not None and readable_end < recovery_point:
                 raise PartitionOffline(
                     f"{segment.log_path}: {scan.problem}; offsets from {readable_end} on are "
@@ -72,6 +108,8 @@ def recover_segments(
                 region.describe(),
                 ", ".join(str(copy) for copy in copies),
             )
+            if cuts is not None:
+                cuts.append(TailCut(readable_end, region, copies))
         segment.load(scan)
         headers.extend(scan.headers)
         if scan.problem is not None:
@@ -94,8 +132,13 @@ def _cut_tail(
     doomed = [(segment, scan.valid_end)] + [(later, 0) for later in segments[index + 1 :]]
     region = CutRegion()
     copies = []
+    expected = scan.end_offset
     for victim, start in doomed:
-        region.add(describe_region(victim.log_path, start, victim.size))
+        if start == 0:
+            expected = max(expected, victim.base_offset)
+        part = describe_region(victim.log_path, start, victim.size, expected, victim.gaps_allowed)
+        region.add(part)
+        expected = part.last_offset + 1 if part.batches else expected
         copies.append(quarantine_copy(quarantine_root, name, victim.log_path, start))
     segment.cut_back(scan.valid_end)
     for victim, _ in doomed[1:]:
