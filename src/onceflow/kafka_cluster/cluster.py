@@ -255,8 +255,17 @@ class KafkaCluster:
         """The node id leading ``topic``'s ``partition`` (-1 while it has no leader)."""
         return int(self.partition(topic, partition).leader)
 
-    def isr_of(self, topic: str, partition: int = 0) -> list[int]:
-        return sorted(self.partition(topic, partition).isrs)
+    def isr_of(self, topic: str, partition: int = 0, *, seen_by: int | None = None) -> list[int]:
+        """The partition's in-sync replicas, from any running broker or, ``seen_by``, as
+        that node knows them: the leader checks ``min.insync.replicas`` against its own
+        view, which a change reaches a little before or after the other brokers'."""
+        if seen_by is None:
+            return sorted(self.partition(topic, partition).isrs)
+        try:
+            view = node_metadata(self.node(seen_by).bootstrap, (topic,))
+        except OSError as error:
+            raise KafkaClusterError(f"node {seen_by} did not answer: {error}") from None
+        return view.isrs.get(topic, {}).get(partition, [])
 
     def coordinator_of(
         self, *, group: str | None = None, transactional_id: str | None = None

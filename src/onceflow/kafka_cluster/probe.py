@@ -16,10 +16,11 @@ from onceflow.protocol.client import WireClient
 @dataclass(frozen=True, slots=True)
 class NodeView:
     """What one node answered: the broker ids it lists and, per topic asked about, the
-    leader of each partition (absent: the node does not know the topic)."""
+    leader and the ISR of each partition (absent: the node does not know the topic)."""
 
     brokers: frozenset[int]
     leaders: dict[str, dict[int, int]]
+    isrs: dict[str, dict[int, list[int]]]
 
 
 def node_metadata(address: str, topics: tuple[str, ...] = (), timeout: float = 2.0) -> NodeView:
@@ -34,9 +35,15 @@ def node_metadata(address: str, topics: tuple[str, ...] = (), timeout: float = 2
         )
     finally:
         client.close()
+    known = [topic for topic in response.topics if topic.error_code == 0]
     leaders = {
         str(topic.name): {int(p.partition_index): int(p.leader_id) for p in topic.partitions}
-        for topic in response.topics
-        if topic.error_code == 0
+        for topic in known
     }
-    return NodeView(frozenset(int(b.node_id) for b in response.brokers), leaders)
+    isrs = {
+        str(topic.name): {
+            int(p.partition_index): sorted(int(n) for n in p.isr_nodes) for p in topic.partitions
+        }
+        for topic in known
+    }
+    return NodeView(frozenset(int(b.node_id) for b in response.brokers), leaders, isrs)
