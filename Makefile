@@ -47,17 +47,24 @@ test: venv system-deps kafka-jars
 
 # Long loops beyond what CI needs: 2,000 simulated power losses of a working broker, 20
 # SIGKILL-and-restart cycles of three Spark queries on one source, the Spark sinks' crash
-# points on both databases for each strategy, and 20 fresh demo runs.
+# points on both databases for each strategy, and 20 fresh demo runs; on the 3-node Apache
+# Kafka cluster, the Runner patterns on both databases with every kill, and the copier and
+# the kafka_transactions worker through leader and coordinator SIGKILLs, several rounds.
 STRESS_POWER_LOSSES ?= 2000
 STRESS_SPARK_RESTARTS ?= 20
 STRESS_DEMOS ?= 20
-stress: venv system-deps
+STRESS_FAILOVER_ROUNDS ?= 3
+stress: venv system-deps kafka-jars
 	ONCEFLOW_POWER_LOSS_CYCLES=$(STRESS_POWER_LOSSES) $(BIN)/python -m pytest -q \
 		tests/integration/test_power_loss.py
 	ONCEFLOW_SPARK_RESTARTS=$(STRESS_SPARK_RESTARTS) $(BIN)/python -m pytest -q \
 		tests/spark/test_multi_query_restart.py
 	ONCEFLOW_STRESS=1 $(BIN)/python -m pytest -q tests/spark/test_sink_chaos.py
 	$(BIN)/python scripts/demo_runs.py --runs $(STRESS_DEMOS)
+	ONCEFLOW_STRESS=1 $(BIN)/python -m pytest -q -k apache-kafka \
+		tests/integration/test_patterns_chaos.py tests/integration/test_patterns_transactions.py
+	ONCEFLOW_STRESS=1 ONCEFLOW_FAILOVER_ROUNDS=$(STRESS_FAILOVER_ROUNDS) $(BIN)/python -m pytest \
+		-q tests/kafka/test_transactional_failover.py
 
 unit: venv
 	$(BIN)/python -m pytest -q tests/unit
