@@ -335,3 +335,38 @@ def test_transactional_relay_under_kills(engine, tmp_path):
     assert kills.kills >= 3, kills
     report, _ = audit_topic(engine, dedupe=True)
     _assert_exactly_once(report)
+
+
+@pytest.mark.parametrize("engine", [ONCEFLOW, on_apache_kafka()], indirect=True)
+def test_a_fenced_static_member_stops_the_worker(engine, tmp_path):
+    """Another consumer taking the worker's group.instance.id fences it (FENCED_INSTANCE_ID,
+    a fatal consumer error; on a cluster also after a group coordinator failover): the
+    worker exits with the error at once instead of polling a dead consumer."""
+    from confluent_kafka import Consumer
+
+    engine.create_topics()
+    produce_events(engine, 100)
+    log_path = tmp_path / "worker.log"
+    command = worker_command("baseline", engine, f"sqlite:///{tmp_path / 'app.db'}",
+                             "--idle-exit", "60")  # fmt: skip
+    with open(log_path, "a") as log:
+        worker = subprocess.Popen(command, cwd=ROOT, stdout=log, stderr=log)
+    usurper = Consumer({"bootstrap.servers": engine.bootstrap, "group.id": engine.group,
+                        "group.instance.id": "worker-1", "session.timeout.ms": 6000})  # fmt: skip
+    try:
+        deadline = time.monotonic() + 30
+        while "assigned" not in log_path.read_text():
+            assert time.monotonic() < deadline and worker.poll() is None, log_path.read_text()
+            time.sleep(0.2)
+        usurper.subscribe([engine.input])
+        deadline = time.monotonic() + 30
+        while worker.poll() is None and time.monotonic() < deadline:
+            usurper.poll(0.2)
+        code = worker.poll()
+        assert code not in (None, 0), f"the fenced worker kept running; see {log_path}"
+        assert "fenced" in log_path.read_text()
+    finally:
+        if worker.poll() is None:
+            worker.kill()
+        worker.wait()
+        usurper.close()

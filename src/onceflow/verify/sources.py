@@ -126,6 +126,8 @@ def read_topic(
     """Every record of ``topic`` from log start up to each partition's stable offset."""
     from confluent_kafka import Consumer, KafkaError, TopicPartition
 
+    from onceflow.client_errors import is_fatal
+
     ends = {p: r.stable for p, r in ranges.items()}
     pending = {p for p, r in ranges.items() if r.start < r.stable}
     if not pending:
@@ -158,7 +160,7 @@ def read_topic(
                         if message.offset() >= ends[partition]:
                             pending.discard(partition)
                         continue
-                    if error.fatal():
+                    if is_fatal(error):
                         raise SourceError(f"topic {topic!r}: {error}")
                     continue
                 offset = message.offset()
