@@ -20,6 +20,8 @@ import time
 
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 
+from onceflow.client_errors import is_fatal
+
 TRANSACTION_SIZE = 200
 
 
@@ -87,7 +89,13 @@ def main(
     consumer.subscribe([source])
     transactions = 0
     while True:
-        messages = [m for m in consumer.consume(TRANSACTION_SIZE, 0.5) if m.error() is None]
+        messages = []
+        for message in consumer.consume(TRANSACTION_SIZE, 0.5):
+            error = message.error()
+            if error is None:
+                messages.append(message)
+            elif is_fatal(error):  # e.g. fenced: exit, to be restarted, not poll a dead consumer
+                raise KafkaException(error)
         if not messages:
             if caught_up(consumer, source):
                 break

@@ -194,24 +194,8 @@ def test_transactional_copier_survives_a_node_kill(
           f"copier crashes {copier.crashes}")  # fmt: skip
 
 
-RUNNER_VICTIMS = [
-    pytest.param(
-        victim,
-        marks=pytest.mark.xfail(
-            reason="after the group coordinator's node dies, librdkafka's static member is "
-            "fenced (FENCED_INSTANCE_ID, fatal) on rejoining and the worker stops polling "
-            "instead of exiting: not yet root-caused (docs/compatibility.md)",
-            strict=False,
-        ),
-    )
-    if victim == "group_coordinator"
-    else victim
-    for victim in VICTIMS
-]
-
-
 @pytest.mark.parametrize("round_", range(ROUNDS))
-@pytest.mark.parametrize("victim", RUNNER_VICTIMS)
+@pytest.mark.parametrize("victim", VICTIMS)
 def test_runner_kafka_transactions_survives_a_node_kill(
     apache_kafka_cluster, failover_engine, tmp_path, victim, round_
 ):
