@@ -23,8 +23,10 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import faulthandler
 import json
 import logging
+import signal
 import sys
 import time
 
@@ -118,6 +120,7 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--output", default="output", help="topic produced to")
     parser.add_argument("--dlq", default="dlq", help="dead-letter topic")
     args = parser.parse_args(argv)
+    faulthandler.register(signal.SIGUSR1)  # a test can ask where a stuck worker is
     logging.basicConfig(level=logging.INFO, stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")  # fmt: skip
     stats = build(args).run()
