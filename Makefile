@@ -48,12 +48,16 @@ test: venv system-deps kafka-jars
 # Long loops beyond what CI needs: 2,000 simulated power losses of a working broker, 20
 # SIGKILL-and-restart cycles of three Spark queries on one source, the Spark sinks' crash
 # points on both databases for each strategy, 20 fresh demo runs, and 10,000 idle
-# connections to one broker with a produce/consume round trip through them (loopback).
+# connections to one broker with a produce/consume round trip through them (loopback); on
+# the 3-node Apache Kafka cluster, the Runner patterns on both databases with every kill,
+# and the copier and the kafka_transactions worker through leader and coordinator
+# SIGKILLs, several rounds.
 STRESS_POWER_LOSSES ?= 2000
 STRESS_SPARK_RESTARTS ?= 20
 STRESS_DEMOS ?= 20
 STRESS_CONNECTIONS ?= 10000
-stress: venv system-deps
+STRESS_FAILOVER_ROUNDS ?= 3
+stress: venv system-deps kafka-jars
 	ONCEFLOW_CONNECTION_FLOOD=$(STRESS_CONNECTIONS) $(BIN)/python -m pytest -q -s \
 		tests/integration/test_connection_flood.py
 	ONCEFLOW_POWER_LOSS_CYCLES=$(STRESS_POWER_LOSSES) $(BIN)/python -m pytest -q \
@@ -62,6 +66,10 @@ stress: venv system-deps
 		tests/spark/test_multi_query_restart.py
 	ONCEFLOW_STRESS=1 $(BIN)/python -m pytest -q tests/spark/test_sink_chaos.py
 	$(BIN)/python scripts/demo_runs.py --runs $(STRESS_DEMOS)
+	ONCEFLOW_STRESS=1 $(BIN)/python -m pytest -q -k apache-kafka \
+		tests/integration/test_patterns_chaos.py tests/integration/test_patterns_transactions.py
+	ONCEFLOW_STRESS=1 ONCEFLOW_FAILOVER_ROUNDS=$(STRESS_FAILOVER_ROUNDS) $(BIN)/python -m pytest \
+		-q tests/apache_kafka/test_transactional_failover.py
 
 unit: venv
 	$(BIN)/python -m pytest -q tests/unit

@@ -1,10 +1,11 @@
 """A transactional copier (consume-transform-produce), run as a process the tests SIGKILL.
 
-Usage: python -m tests.integration.copier BOOTSTRAP INPUT OUTPUT GROUP TXN_ID [PROTOCOL]
+Usage: python -m tests.integration.copier BOOTSTRAP INPUT OUTPUT GROUP TXN_ID [PROTOCOL [PAUSE]]
 
 PROTOCOL is the consumer's ``group.protocol``: ``classic`` (the default, a static member
 with a 6 s session) or ``consumer`` (KIP-848: a dynamic member; the broker decides the
-session timeout).
+session timeout). PAUSE (seconds, default 0) is slept after every transaction, so a test
+can kill a broker node while the copy is still under way.
 
 Copies every record of INPUT to the same partition of OUTPUT inside Kafka transactions of
 about 200 records with its consumer offsets (send_offsets_to_transaction), aborting every
@@ -15,8 +16,11 @@ committed offsets reached the end of every partition of INPUT.
 from __future__ import annotations
 
 import sys
+import time
 
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+
+from onceflow.client_errors import is_fatal
 
 TRANSACTION_SIZE = 200
 
@@ -58,6 +62,7 @@ def main(
     group: str,
     transactional_id: str,
     protocol: str = "classic",
+    pause: str = "0",
 ) -> None:
     membership = {
         "session.timeout.ms": 6000,
@@ -84,7 +89,13 @@ def main(
     consumer.subscribe([source])
     transactions = 0
     while True:
-        messages = [m for m in consumer.consume(TRANSACTION_SIZE, 0.5) if m.error() is None]
+        messages = []
+        for message in consumer.consume(TRANSACTION_SIZE, 0.5):
+            error = message.error()
+            if error is None:
+                messages.append(message)
+            elif is_fatal(error):  # e.g. fenced: exit, to be restarted, not poll a dead consumer
+                raise KafkaException(error)
         if not messages:
             if caught_up(consumer, source):
                 break
@@ -115,8 +126,9 @@ def main(
                 rewind(consumer)
             else:
                 raise
+        time.sleep(float(pause))
     consumer.close()
 
 
 if __name__ == "__main__":
-    main(*sys.argv[1:7])
+    main(*sys.argv[1:8])

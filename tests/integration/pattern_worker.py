@@ -5,6 +5,8 @@ Usage: python -m tests.integration.pattern_worker MODE BOOTSTRAP DB_URL [options
 Consumes ``input`` (JSON events {"id", "key", "n"}), inserts one row per processed event
 into ``effects`` (in the pattern's database transaction) and, for modes that produce,
 sends the event to ``output``. Undecodable values go to ``dlq``. Exits 0 when idle.
+``--input``, ``--output`` and ``--dlq`` rename the topics (a shared cluster needs names
+unique per test).
 
 MODE:
   baseline          at_least_once, no deduplication (the article's first flow)
@@ -21,8 +23,10 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import faulthandler
 import json
 import logging
+import signal
 import sys
 import time
 
@@ -70,16 +74,16 @@ def build(args: argparse.Namespace) -> Runner:
                 (event["id"], event.get("key"), event.get("n")),
             )
         if mode in PRODUCES:
-            ctx.produce("output", json.dumps(event).encode(), key=record.key)
+            ctx.produce(args.output, json.dumps(event).encode(), key=record.key)
 
     config = RunnerConfig(
         bootstrap_servers=args.bootstrap,
         group_id=args.group,
-        topics=["input"],
+        topics=[args.input],
         database_url=args.db if mode in USES_DB else None,
         assign=args.assign,
         transactional_id=args.txn_id,
-        dead_letter_topic="dlq",
+        dead_letter_topic=args.dlq,
         batch_size=args.batch_size,
         idle_exit_s=args.idle_exit,
         max_poll_interval_ms=60_000,
@@ -112,7 +116,11 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--assign", action="store_true", help="assign, not subscribe")
     parser.add_argument("--slow-ms", type=float, default=0, help="sleep per record")
     parser.add_argument("--instance", default="worker-1", help="group.instance.id")
+    parser.add_argument("--input", default="input", help="topic consumed")
+    parser.add_argument("--output", default="output", help="topic produced to")
+    parser.add_argument("--dlq", default="dlq", help="dead-letter topic")
     args = parser.parse_args(argv)
+    faulthandler.register(signal.SIGUSR1)  # a test can ask where a stuck worker is
     logging.basicConfig(level=logging.INFO, stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")  # fmt: skip
     stats = build(args).run()

@@ -18,34 +18,26 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from confluent_kafka import KafkaException, Producer
-from confluent_kafka.admin import AdminClient, NewTopic
 
 from onceflow.verify.audit import InputEvent, first_copies
 from onceflow.verify.extract import Extractor
 from onceflow.verify.report import AuditReport
 from onceflow.verify.run import run_verify
 from onceflow.verify.sources import read_input, read_output_topic
+from tests.integration.engines import PARTITIONS, Engine
 
 ROOT = Path(__file__).resolve().parents[2]
-PARTITIONS = 3
 KEYS = 24
 EFFECTS_QUERY = "SELECT event_id AS id, key FROM effects ORDER BY seq"
 
 
-def create_topics(bootstrap: str, *names: str, partitions: int = PARTITIONS) -> None:
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    futures = admin.create_topics([NewTopic(name, partitions, 1) for name in names])
-    for future in futures.values():
-        future.result(15)
-
-
-def produce_events(
-    bootstrap: str, count: int, topic: str = "input", poison_every: int = 0, start: int = 0
-) -> list[dict]:
-    """JSON events {"id": "e<n>", "key": "k<n % KEYS>", "n": n}; every ``poison_every``-th
-    record is replaced by an undecodable value (not counted as an event)."""
-    producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True,
-                         "linger.ms": 5})  # fmt: skip
+def produce_events(engine: Engine, count: int, poison_every: int = 0, start: int = 0) -> list[dict]:
+    """JSON events {"id": "e<n>", "key": "k<n % KEYS>", "n": n} to the engine's input
+    (acks=all, idempotent); every ``poison_every``-th record is replaced by an undecodable
+    value (not counted as an event)."""
+    topic = engine.input
+    producer = Producer({"bootstrap.servers": engine.bootstrap, "acks": "all",
+                         "enable.idempotence": True, "linger.ms": 5})  # fmt: skip
     events = []
     for n in range(start, start + count):
         key = f"k{n % KEYS}"
@@ -129,30 +121,30 @@ def run_with_kills(
     return result
 
 
-def worker_command(mode: str, bootstrap: str, db_url: str, *extra: str) -> list[str]:
-    return [sys.executable, "-m", "tests.integration.pattern_worker", mode, bootstrap, db_url,
-            *extra]  # fmt: skip
+def worker_command(mode: str, engine: Engine, db_url: str, *extra: str) -> list[str]:
+    return [sys.executable, "-m", "tests.integration.pattern_worker", mode, engine.bootstrap,
+            db_url, *engine.worker_args(), *extra]  # fmt: skip
 
 
-def relay_command(bootstrap: str, db_url: str, *extra: str) -> list[str]:
+def relay_command(engine: Engine, db_url: str, *extra: str) -> list[str]:
     return [sys.executable, "-m", "onceflow", "relay", "--database-url", db_url,
-            "--bootstrap", bootstrap, "--idle-exit", "2", "--batch-size", "200",
+            "--bootstrap", engine.bootstrap, "--idle-exit", "2", "--batch-size", "200",
             "--lease-ttl-ms", "3000", *extra]  # fmt: skip
 
 
-def audit_effects(bootstrap: str, db_url: str) -> AuditReport:
+def audit_effects(engine: Engine, db_url: str) -> AuditReport:
     return run_verify(
-        bootstrap, "input", id_field="id", key_field="key", database_url=db_url,
+        engine.bootstrap, engine.input, id_field="id", key_field="key", database_url=db_url,
         query=EFFECTS_QUERY,
     )  # fmt: skip
 
 
-def audit_topic(bootstrap: str, topic: str = "output", dedupe: bool = False):
+def audit_topic(engine: Engine, dedupe: bool = False):
     """Audit an output topic (read_committed). With ``dedupe``, later copies of an event
     are removed first, the way a downstream inbox would; returns (report, copies removed)."""
     extractor = Extractor("id", "key")
-    source = read_input(bootstrap, "input", extractor, 60)
-    sink = read_output_topic(bootstrap, topic, extractor, timeout=60)
+    source = read_input(engine.bootstrap, engine.input, extractor, 60)
+    sink = read_output_topic(engine.bootstrap, engine.output, extractor, timeout=60)
     removed = 0
     if dedupe:
         # Each event is one outbox row here, so its relay copies share the event id (and
@@ -161,16 +153,16 @@ def audit_topic(bootstrap: str, topic: str = "output", dedupe: bool = False):
     return source.audit([sink]), removed
 
 
-def input_events(bootstrap: str) -> list[InputEvent]:
-    return read_input(bootstrap, "input", Extractor("id", "key"), 60).events
+def input_events(engine: Engine) -> list[InputEvent]:
+    return read_input(engine.bootstrap, engine.input, Extractor("id", "key"), 60).events
 
 
-def read_dlq(bootstrap: str) -> list[tuple[bytes | None, dict[str, bytes]]]:
+def read_dlq(engine: Engine) -> list[tuple[bytes | None, dict[str, bytes]]]:
     from confluent_kafka import Consumer, TopicPartition
 
     consumer = Consumer(
         {
-            "bootstrap.servers": bootstrap,
+            "bootstrap.servers": engine.bootstrap,
             "group.id": "dlq-reader",
             "isolation.level": "read_committed",
             "enable.auto.commit": False,
@@ -178,7 +170,7 @@ def read_dlq(bootstrap: str) -> list[tuple[bytes | None, dict[str, bytes]]]:
     )
     records = []
     try:
-        consumer.assign([TopicPartition("dlq", p, 0) for p in range(PARTITIONS)])
+        consumer.assign([TopicPartition(engine.dlq, p, 0) for p in range(PARTITIONS)])
         deadline = time.monotonic() + 5
         while time.monotonic() < deadline:
             for message in consumer.consume(500, 0.3):
@@ -199,12 +191,12 @@ def kafka_transactions_supported(bootstrap: str) -> str | None:
     return None
 
 
-def group_offsets_supported(bootstrap: str) -> str | None:
+def group_offsets_supported(engine: Engine) -> str | None:
     from confluent_kafka import Consumer, TopicPartition
 
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "probe-group"})
+    consumer = Consumer({"bootstrap.servers": engine.bootstrap, "group.id": "probe-group"})
     try:
-        consumer.committed([TopicPartition("input", 0)], timeout=5)
+        consumer.committed([TopicPartition(engine.input, 0)], timeout=5)
     except KafkaException as error:
         return str(error.args[0])
     finally:

@@ -6,11 +6,17 @@ restarted; then ``onceflow.verify`` audits that the database effects (and the ou
 where the pattern produces) hold every event exactly once, in per-key order. The
 no-deduplication baseline, killed the same way, must show duplicates: the audit can fail.
 Every database test runs on SQLite and on a throwaway PostgreSQL server.
+
+Engines (tests/integration/engines.py): every test runs on onceflow's embedded broker; one
+representative case per pattern also runs on the shared 3-node Apache Kafka cluster (topics
+with replication factor 3, min.insync.replicas=2), with fewer kills. ONCEFLOW_STRESS=1
+(``make stress``) adds the PostgreSQL cases and the full number of kills on the cluster.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import threading
@@ -24,11 +30,16 @@ from onceflow.db import LockTimeout, connect
 from onceflow.patterns import offsets, relay
 from onceflow.patterns.offsets import OffsetStore
 from onceflow.patterns.outbox import Outbox
+from tests.integration.engines import (
+    APACHE_KAFKA,
+    ONCEFLOW,
+    Engine,
+    on_apache_kafka,
+)
 from tests.integration.patterns_harness import (
     ROOT,
     audit_effects,
     audit_topic,
-    create_topics,
     produce_events,
     read_dlq,
     relay_command,
@@ -42,6 +53,7 @@ INBOX_STEPS = ("after_consume", "after_begin", "before_db_commit", "after_db_com
                "after_produce", "after_kafka_commit")  # fmt: skip
 DB_OFFSETS_STEPS = ("after_consume", *offsets.STEPS)
 BASELINE_STEPS = ("after_db_commit", "after_produce")
+STRESS = os.environ.get("ONCEFLOW_STRESS") == "1"
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])
@@ -51,14 +63,36 @@ def db_url(request, tmp_path) -> str:
     return request.getfixturevalue("postgres_url")
 
 
-def _setup(bootstrap: str, runs: int) -> Callable[[int], None]:
+def _kills(engine: Engine, full: int) -> int:
+    """Worker runs to kill: fewer on the cluster (each run joins a replicated group)."""
+    return full if engine.name == ONCEFLOW or STRESS else max(2, full // 2)
+
+
+def _cases(*values, kafka_dbs=("sqlite",)):
+    """Each ``values`` tuple on onceflow with both databases, and on Apache Kafka with
+    ``kafka_dbs`` (and PostgreSQL too under ONCEFLOW_STRESS)."""
+    dbs = ("sqlite", "postgresql") if STRESS else kafka_dbs
+    cases = []
+    for row in values:
+        name = "-".join([*row[:1], ""])
+        cases += [
+            pytest.param(*row, db, ONCEFLOW, id=f"{name}{db}-{ONCEFLOW}")
+            for db in ("sqlite", "postgresql")
+        ]
+        cases += [
+            on_apache_kafka(*row, db, APACHE_KAFKA, id=f"{name}{db}-{APACHE_KAFKA}") for db in dbs
+        ]
+    return cases
+
+
+def _setup(engine: Engine, runs: int) -> Callable[[int], None]:
     """Create the topics; return a ``before_each`` producing one wave of events per run."""
-    create_topics(bootstrap, "input", "output", "dlq")
+    engine.create_topics()
     wave = EVENTS // (runs + 1)
 
     def produce_wave(run: int) -> None:
         count = EVENTS - wave * runs if run == runs else wave
-        produce_events(bootstrap, count, start=wave * run)
+        produce_events(engine, count, start=wave * run)
 
     return produce_wave
 
@@ -69,113 +103,113 @@ def _assert_exactly_once(report) -> None:
 
 
 @pytest.mark.parametrize(
-    ("mode", "steps"), [("db_offsets", DB_OFFSETS_STEPS), ("inbox", INBOX_STEPS)]
+    ("mode", "steps", "db_url", "engine"),
+    _cases(("db_offsets", DB_OFFSETS_STEPS), ("inbox", INBOX_STEPS)),
+    indirect=["db_url", "engine"],
 )
-def test_pattern_is_exactly_once_under_kills(kafka_broker, db_url, tmp_path, mode, steps):
-    bootstrap = kafka_broker.bootstrap
+def test_pattern_is_exactly_once_under_kills(engine, db_url, tmp_path, mode, steps):
+    runs = _kills(engine, 6)
     kills = run_with_kills(
-        worker_command(mode, bootstrap, db_url, "--idle-exit", "2", "--batch-size", "50"),
+        worker_command(mode, engine, db_url, "--idle-exit", "2", "--batch-size", "50"),
         steps,
         tmp_path / "worker.log",
-        kills=6,
-        before_each=_setup(bootstrap, 6),
+        kills=runs,
+        before_each=_setup(engine, runs),
         seed=zlib.crc32(f"{mode}{db_url[:6]}".encode()),
     )
-    assert kills.kills >= 4, kills
-    _assert_exactly_once(audit_effects(bootstrap, db_url))
+    assert kills.kills >= runs * 2 // 3, kills
+    _assert_exactly_once(audit_effects(engine, db_url))
 
 
-def test_no_dedup_baseline_duplicates_under_kills(kafka_broker, db_url, tmp_path):
-    bootstrap = kafka_broker.bootstrap
+@pytest.mark.parametrize(("db_url", "engine"), _cases(()), indirect=True)
+def test_no_dedup_baseline_duplicates_under_kills(engine, db_url, tmp_path):
     kills = run_with_kills(
-        worker_command("baseline", bootstrap, db_url, "--idle-exit", "2", "--batch-size", "50"),
+        worker_command("baseline", engine, db_url, "--idle-exit", "2", "--batch-size", "50"),
         BASELINE_STEPS,
         tmp_path / "worker.log",
         kills=3,
-        before_each=_setup(bootstrap, 3),
+        before_each=_setup(engine, 3),
         external_every=0,
     )
     assert kills.kills == 3, kills
-    report = audit_effects(bootstrap, db_url)
+    report = audit_effects(engine, db_url)
     assert report.counts.get("missing", 0) == 0
     assert report.counts.get("duplicated", 0) > 0, "the baseline should duplicate under kills"
     assert not report.ok
 
 
-def test_inbox_outbox_and_relay_under_kills(kafka_broker, db_url, tmp_path):
+@pytest.mark.parametrize(("db_url", "engine"), _cases(()), indirect=True)
+def test_inbox_outbox_and_relay_under_kills(engine, db_url, tmp_path):
     """Idempotent consumer + transactional outbox; the relay is killed too. The output
     topic has every event (first copies in per-key order); relay duplicates are what a
     downstream inbox removes."""
-    bootstrap = kafka_broker.bootstrap
+    runs = _kills(engine, 4)
     run_with_kills(
-        worker_command("inbox_outbox", bootstrap, db_url, "--idle-exit", "2", "--batch-size", "50"),
+        worker_command("inbox_outbox", engine, db_url, "--idle-exit", "2", "--batch-size", "50"),
         INBOX_STEPS,
         tmp_path / "worker.log",
-        kills=4,
-        before_each=_setup(bootstrap, 4),
+        kills=runs,
+        before_each=_setup(engine, runs),
         seed=3,
     )
-    _assert_exactly_once(audit_effects(bootstrap, db_url))
+    _assert_exactly_once(audit_effects(engine, db_url))
+    relay_runs = _kills(engine, 5)
     relay_kills = run_with_kills(
-        relay_command(bootstrap, db_url),
+        relay_command(engine, db_url),
         tuple(s for s in relay.STEPS if s != "after_kafka_commit"),
         tmp_path / "relay.log",
-        kills=5,
+        kills=relay_runs,
         max_count=4,
         seed=4,
     )
-    assert relay_kills.kills >= 3, relay_kills
-    report, removed = audit_topic(bootstrap, "output", dedupe=True)
+    assert relay_kills.kills >= relay_runs // 2 + 1, relay_kills
+    report, removed = audit_topic(engine, dedupe=True)
     _assert_exactly_once(report)
-    raw, _ = audit_topic(bootstrap, "output")
+    raw, _ = audit_topic(engine)
     assert raw.counts.get("missing", 0) == 0
     assert raw.counts.get("duplicated", 0) == removed
 
 
-def test_poison_records_go_to_the_dead_letter_topic(kafka_broker, db_url, tmp_path):
-    bootstrap = kafka_broker.bootstrap
-    create_topics(bootstrap, "input", "output", "dlq")
-    events = produce_events(bootstrap, 1000, poison_every=50)
+def test_poison_records_go_to_the_dead_letter_topic(engine, db_url, tmp_path):
+    engine.create_topics()
+    events = produce_events(engine, 1000, poison_every=50)
     run_with_kills(
-        worker_command("db_offsets", bootstrap, db_url, "--idle-exit", "2"),
+        worker_command("db_offsets", engine, db_url, "--idle-exit", "2"),
         DB_OFFSETS_STEPS,
         tmp_path / "worker.log",
         kills=0,
     )
-    dead = read_dlq(bootstrap)
+    dead = read_dlq(engine)
     assert len(dead) == 1000 - len(events) == 20
     for value, headers in dead:
         assert value.startswith(b"\xff not json")
         assert b"DecodeError" in headers["onceflow-error"]
-        assert headers["onceflow-source"].startswith(b"input/")
-    report = audit_effects(bootstrap, db_url)
+        assert headers["onceflow-source"].startswith(f"{engine.input}/".encode())
+    report = audit_effects(engine, db_url)
     assert report.counts.get("missing", 0) == 0
     assert report.counts.get("duplicated", 0) == 0
     assert report.counts.get("unreadable", 0) == 20  # the poison records, in the input
 
 
-def test_two_relays_share_the_outbox_on_postgresql(kafka_broker, request, tmp_path):
+def test_two_relays_share_the_outbox_on_postgresql(engine, request, tmp_path):
     """Two relay processes at once (FOR UPDATE SKIP LOCKED on key shards), both killed at
     random steps: every event published, first copies in per-key order."""
     pg_url = request.getfixturevalue("postgres_url")
-    bootstrap = kafka_broker.bootstrap
-    create_topics(bootstrap, "input", "output")
-    events = produce_events(bootstrap, EVENTS)
+    engine.create_topics()
+    events = produce_events(engine, EVENTS)
     with connect(pg_url) as db:
         outbox = Outbox(db)
         outbox.create_schema()
         with db.transaction() as tx:
             for event in events:
-                outbox.add(tx, "output", event["key"], json.dumps(event))
+                outbox.add(tx, engine.output, event["key"], json.dumps(event))
     results: list[object] = []
 
     def relay_process(name: str, seed: int) -> None:
         try:
             results.append(
                 run_with_kills(
-                    relay_command(
-                        bootstrap, pg_url, "--batch-size", "100", "--shards-per-cycle", "2"
-                    ),
+                    relay_command(engine, pg_url, "--batch-size", "100", "--shards-per-cycle", "2"),
                     tuple(s for s in relay.STEPS if s != "after_kafka_commit"),
                     tmp_path / f"{name}.log",
                     kills=3,
@@ -193,7 +227,7 @@ def test_two_relays_share_the_outbox_on_postgresql(kafka_broker, request, tmp_pa
         thread.join()
     for result in results:
         assert not isinstance(result, BaseException), result
-    report, _ = audit_topic(bootstrap, "output", dedupe=True)
+    report, _ = audit_topic(engine, dedupe=True)
     _assert_exactly_once(report)
     with connect(pg_url) as db:
         assert Outbox(db).backlog() == 0
@@ -216,16 +250,15 @@ def test_postgresql_partition_row_lock_blocks_the_next_owner(request):
 
 
 @pytest.mark.parametrize("mode", ["db_offsets", "inbox"])
-def test_two_workers_in_one_group_under_kills(kafka_broker, db_url, tmp_path, mode):
+def test_two_workers_in_one_group_under_kills(engine, db_url, tmp_path, mode):
     """Two workers of one consumer group (rebalances hand partitions over while the other
     is killed at crash points): the database still holds every event exactly once."""
-    bootstrap = kafka_broker.bootstrap
-    create_topics(bootstrap, "input", "output", "dlq")
+    engine.create_topics()
     results: list[object] = []
 
     def feed() -> None:  # events keep arriving while workers die and rebalance
         for wave in range(10):
-            produce_events(bootstrap, EVENTS // 10, start=wave * EVENTS // 10)
+            produce_events(engine, EVENTS // 10, start=wave * EVENTS // 10)
             time.sleep(0.6)
 
     feeder = threading.Thread(target=feed)
@@ -234,7 +267,7 @@ def test_two_workers_in_one_group_under_kills(kafka_broker, db_url, tmp_path, mo
 
     def worker(instance: str, seed: int) -> None:
         try:
-            command = worker_command(mode, bootstrap, db_url, "--idle-exit", "4",
+            command = worker_command(mode, engine, db_url, "--idle-exit", "4",
                                      "--batch-size", "50", "--instance", instance)  # fmt: skip
             results.append(run_with_kills(command, steps, tmp_path / f"{instance}.log",
                                           kills=3, max_count=3, seed=seed))  # fmt: skip
@@ -252,19 +285,18 @@ def test_two_workers_in_one_group_under_kills(kafka_broker, db_url, tmp_path, mo
     # Whatever arrived last. w2 is a static member (group.instance.id) that left without
     # LeaveGroup, so it keeps its partitions until its 6 s session times out: the drain
     # must stay longer than that, or it exits caught up on its own partitions only.
-    drain = worker_command(mode, bootstrap, db_url, "--idle-exit", "8", "--instance", "w1")
+    drain = worker_command(mode, engine, db_url, "--idle-exit", "8", "--instance", "w1")
     run_with_kills(drain, steps, tmp_path / "drain.log", kills=0)
-    _assert_exactly_once(audit_effects(bootstrap, db_url))
+    _assert_exactly_once(audit_effects(engine, db_url))
 
 
-def test_sigterm_stops_gracefully_without_duplicates(kafka_broker, tmp_path):
+def test_sigterm_stops_gracefully_without_duplicates(engine, tmp_path):
     """SIGTERM finishes the batch and commits before leaving: even at_least_once then
     restarts without processing anything twice."""
-    bootstrap = kafka_broker.bootstrap
-    create_topics(bootstrap, "input", "output", "dlq")
+    engine.create_topics()
     db_url = f"sqlite:///{tmp_path / 'app.db'}"
-    produce_events(bootstrap, EVENTS)
-    command = worker_command("baseline", bootstrap, db_url, "--idle-exit", "2",
+    produce_events(engine, EVENTS)
+    command = worker_command("baseline", engine, db_url, "--idle-exit", "2",
                              "--batch-size", "20", "--slow-ms", "2")  # fmt: skip
     log_path = tmp_path / "worker.log"
     with open(log_path, "a") as log:
@@ -277,24 +309,23 @@ def test_sigterm_stops_gracefully_without_duplicates(kafka_broker, tmp_path):
         assert (
             subprocess.run(command, cwd=ROOT, stdout=log, stderr=log, timeout=120).returncode == 0
         )
-    _assert_exactly_once(audit_effects(bootstrap, db_url))
+    _assert_exactly_once(audit_effects(engine, db_url))
 
 
-def test_transactional_relay_under_kills(kafka_broker, tmp_path):
+def test_transactional_relay_under_kills(engine, tmp_path):
     """The relay publishing each batch in a Kafka transaction (--transactional-id), killed
     at every kind of step, including between the Kafka commit and the database commit."""
-    bootstrap = kafka_broker.bootstrap
-    create_topics(bootstrap, "input", "output")
+    engine.create_topics()
     db_url = f"sqlite:///{tmp_path / 'app.db'}"
-    events = produce_events(bootstrap, EVENTS)
+    events = produce_events(engine, EVENTS)
     with connect(db_url) as db:
         outbox = Outbox(db)
         outbox.create_schema()
         with db.transaction() as tx:
             for event in events:
-                outbox.add(tx, "output", event["key"], json.dumps(event))
+                outbox.add(tx, engine.output, event["key"], json.dumps(event))
     kills = run_with_kills(
-        relay_command(bootstrap, db_url, "--transactional-id", "relay-1", "--batch-size", "100"),
+        relay_command(engine, db_url, "--transactional-id", "relay-1", "--batch-size", "100"),
         relay.STEPS,
         tmp_path / "relay.log",
         kills=5,
@@ -302,5 +333,40 @@ def test_transactional_relay_under_kills(kafka_broker, tmp_path):
         seed=8,
     )
     assert kills.kills >= 3, kills
-    report, _ = audit_topic(bootstrap, "output", dedupe=True)
+    report, _ = audit_topic(engine, dedupe=True)
     _assert_exactly_once(report)
+
+
+@pytest.mark.parametrize("engine", [ONCEFLOW, on_apache_kafka()], indirect=True)
+def test_a_fenced_static_member_stops_the_worker(engine, tmp_path):
+    """Another consumer taking the worker's group.instance.id fences it (FENCED_INSTANCE_ID,
+    a fatal consumer error; on a cluster also after a group coordinator failover): the
+    worker exits with the error at once instead of polling a dead consumer."""
+    from confluent_kafka import Consumer
+
+    engine.create_topics()
+    produce_events(engine, 100)
+    log_path = tmp_path / "worker.log"
+    command = worker_command("baseline", engine, f"sqlite:///{tmp_path / 'app.db'}",
+                             "--idle-exit", "60")  # fmt: skip
+    with open(log_path, "a") as log:
+        worker = subprocess.Popen(command, cwd=ROOT, stdout=log, stderr=log)
+    usurper = Consumer({"bootstrap.servers": engine.bootstrap, "group.id": engine.group,
+                        "group.instance.id": "worker-1", "session.timeout.ms": 6000})  # fmt: skip
+    try:
+        deadline = time.monotonic() + 30
+        while "assigned" not in log_path.read_text():
+            assert time.monotonic() < deadline and worker.poll() is None, log_path.read_text()
+            time.sleep(0.2)
+        usurper.subscribe([engine.input])
+        deadline = time.monotonic() + 30
+        while worker.poll() is None and time.monotonic() < deadline:
+            usurper.poll(0.2)
+        code = worker.poll()
+        assert code not in (None, 0), f"the fenced worker kept running; see {log_path}"
+        assert "fenced" in log_path.read_text()
+    finally:
+        if worker.poll() is None:
+            worker.kill()
+        worker.wait()
+        usurper.close()

@@ -38,6 +38,7 @@ from confluent_kafka import (
     TopicPartition,
 )
 
+from onceflow.client_errors import is_fatal
 from onceflow.crash_points import CrashPoints
 from onceflow.db import (
     ConfigurationError,
@@ -243,7 +244,7 @@ class Runner:
                     self.progress.consumed((message.topic(), message.partition()))
                 elif error.code() == KafkaError._PARTITION_EOF:
                     self.progress.reached_end((message.topic(), message.partition()))
-                elif error.fatal():
+                elif is_fatal(error):
                     raise KafkaException(error)
                 else:
                     log.warning("consumer: %s", error)

@@ -1,0 +1,244 @@
+"""Broker failover under exactly-once processing on the 3-node Apache Kafka cluster.
+
+A transactional copier (tests/integration/copier.py) and a Runner ``kafka_transactions``
+worker (tests/integration/pattern_worker.py) run against topics with replication factor 3
+and ``min.insync.replicas=2``, input produced with ``acks=all`` by an idempotent producer.
+In the middle of the run one node is SIGKILLed: the leader of an output partition, or the
+node of the transaction coordinator, or of the group coordinator. It is restarted
+(``cluster.heal()``) a few seconds later and the run goes on to the end. The audit is
+exact: every acknowledged input record is in the output once, nothing from an aborted
+transaction is visible to read_committed, per-key (here per-partition) order is kept.
+
+``make test`` runs the leader kill for each component; ONCEFLOW_STRESS=1 (``make stress``)
+adds the coordinator kills; each case runs ONCEFLOW_FAILOVER_ROUNDS times (1, or 3 under
+ONCEFLOW_STRESS).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from collections import defaultdict
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+
+from onceflow.kafka_cluster import KafkaCluster
+from tests.integration.engines import PARTITIONS, Engine, cluster_engine
+from tests.integration.patterns_harness import ROOT, audit_topic, produce_events
+
+STRESS = os.environ.get("ONCEFLOW_STRESS") == "1"
+ROUNDS = int(os.environ.get("ONCEFLOW_FAILOVER_ROUNDS", "3" if STRESS else "1"))
+VICTIMS = ("leader", "transaction_coordinator", "group_coordinator") if STRESS else ("leader",)
+COPIER_RECORDS = 6000
+RUNNER_EVENTS = 3000
+DOWN_SECONDS = 4.0  # how long the killed node stays down before heal()
+# librdkafka's send_offsets_to_transaction can block past its timeout once the group
+# coordinator's node died (librdkafka issues 5456, 5511): the worker is then wedged.
+STALL_SECONDS = 45.0
+
+
+def victim_node(cluster: KafkaCluster, engine: Engine, victim: str, txn_id: str) -> int:
+    if victim == "leader":
+        return cluster.leader_of(engine.output, 0)
+    if victim == "transaction_coordinator":
+        return cluster.coordinator_of(transactional_id=txn_id)
+    return cluster.coordinator_of(group=engine.group)
+
+
+def committed(engine: Engine) -> int | None:
+    """How many input records the group has committed (transactions included); None while
+    the group coordinator cannot say (it is moving)."""
+    consumer = Consumer({"bootstrap.servers": engine.bootstrap, "group.id": engine.group})
+    try:
+        offsets = consumer.committed(
+            [TopicPartition(engine.input, p) for p in range(PARTITIONS)], timeout=10
+        )
+    except KafkaException:
+        return None
+    finally:
+        consumer.close()
+    return sum(max(o.offset, 0) for o in offsets)
+
+
+def wait_until(condition: Callable[[], bool], timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.1)
+
+
+class Supervisor:
+    """Keeps one process running to a clean exit, as a deployment would: restarts it when it
+    exits with an error, and SIGKILLs and restarts it when the group's committed offsets
+    stop moving for STALL_SECONDS while it runs (a liveness probe). Both are counted: under
+    failover a client may give up or wedge, but a restart must never break the audit."""
+
+    def __init__(self, command: list[str], log_path: Path, engine: Engine) -> None:
+        self.command = command
+        self.log_path = log_path
+        self.engine = engine
+        self.crashes: list[int] = []
+        self.stalls = 0
+        self.process = self._start()
+
+    def _start(self) -> subprocess.Popen:
+        with open(self.log_path, "a") as log:
+            return subprocess.Popen(self.command, cwd=ROOT, stdout=log, stderr=log)
+
+    def finish(self, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        progress, moved = committed(self.engine), time.monotonic()
+        while True:
+            code = self.process.poll()
+            if code == 0:
+                return
+            assert time.monotonic() < deadline, f"{self.command[2]} hung; see {self.log_path}"
+            if code is not None:
+                self.crashes.append(code)
+                assert len(self.crashes) <= 3, f"crashed {self.crashes}; see {self.log_path}"
+                self.process = self._start()
+                moved = time.monotonic()
+                continue
+            time.sleep(1.0)
+            now = committed(self.engine)
+            if now is not None and now != progress:
+                progress, moved = now, time.monotonic()
+            elif time.monotonic() - moved > STALL_SECONDS:
+                self.stalls += 1
+                self.kill()
+                self.process = self._start()
+                moved = time.monotonic()
+
+    def kill(self) -> None:
+        if self.process.poll() is None:
+            self.process.kill()
+        self.process.wait()
+
+    def summary(self) -> str:
+        return f"crashes {self.crashes}, stalls killed {self.stalls}"
+
+
+def kill_in_the_middle(
+    cluster: KafkaCluster,
+    engine: Engine,
+    victim: str,
+    txn_id: str,
+    total: int,
+) -> int:
+    """Once a fifth of the input is committed, SIGKILL the victim's node; heal it
+    DOWN_SECONDS later; the node killed."""
+    wait_until(lambda: (committed(engine) or 0) >= total // 5, 120, "a fifth committed")
+    node = victim_node(cluster, engine, victim, txn_id)
+    progress = committed(engine) or 0
+    cluster.kill(node)
+    time.sleep(DOWN_SECONDS)
+    cluster.heal()
+    assert progress < total, "the run ended before the kill: slow it down"
+    return node
+
+
+def read_committed_values(engine: Engine, topic: str, expected: int) -> dict[int, list[bytes]]:
+    consumer = Consumer(
+        {
+            "bootstrap.servers": engine.bootstrap,
+            "group.id": "failover-auditor",
+            "isolation.level": "read_committed",
+            "enable.auto.commit": False,
+        }
+    )
+    consumer.assign([TopicPartition(topic, p, 0) for p in range(PARTITIONS)])
+    values: dict[int, list[bytes]] = defaultdict(list)
+    deadline = time.monotonic() + 60
+    quiet_since = time.monotonic()
+    try:
+        while time.monotonic() < deadline:
+            messages = [m for m in consumer.consume(1000, 0.5) if m.error() is None]
+            for message in messages:
+                values[message.partition()].append(message.value())
+            if messages:
+                quiet_since = time.monotonic()
+            elif sum(map(len, values.values())) >= expected and time.monotonic() > quiet_since + 2:
+                break
+    finally:
+        consumer.close()
+    return values
+
+
+@pytest.fixture
+def failover_engine(apache_kafka_cluster, request) -> Iterator[Engine]:
+    apache_kafka_cluster.heal()
+    engine = cluster_engine(apache_kafka_cluster, request.node.name)
+    engine.create_topics()
+    yield engine
+    apache_kafka_cluster.heal()
+
+
+@pytest.mark.parametrize("round_", range(ROUNDS))
+@pytest.mark.parametrize("victim", VICTIMS)
+def test_transactional_copier_survives_a_node_kill(
+    apache_kafka_cluster, failover_engine, tmp_path, victim, round_
+):
+    cluster, engine = apache_kafka_cluster, failover_engine
+    producer = Producer({"bootstrap.servers": engine.bootstrap, "acks": "all",
+                         "enable.idempotence": True, "linger.ms": 5})  # fmt: skip
+    for number in range(COPIER_RECORDS):
+        producer.produce(engine.input, key=str(number % 50).encode(), value=str(number).encode())
+        if number % 1000 == 0:
+            producer.poll(0)
+    assert producer.flush(60) == 0
+    expected = read_committed_values(engine, engine.input, COPIER_RECORDS)
+    assert sum(map(len, expected.values())) == COPIER_RECORDS
+
+    command = [sys.executable, "-m", "tests.integration.copier", engine.bootstrap, engine.input,
+               engine.output, engine.group, engine.txn_id, "classic", "0.15"]  # fmt: skip
+    copier = Supervisor(command, tmp_path / "copier.log", engine)
+    try:
+        node = kill_in_the_middle(cluster, engine, victim, engine.txn_id, COPIER_RECORDS)
+        copier.finish(240)
+    finally:
+        copier.kill()
+    cluster.wait_in_sync(engine.output, timeout=60)
+
+    output = read_committed_values(engine, engine.output, COPIER_RECORDS)
+    for partition in range(PARTITIONS):
+        got, want = output.get(partition, []), expected[partition]
+        assert got == want, (
+            f"partition {partition} after killing node {node} ({victim}): {len(got)} records "
+            f"out for {len(want)} in, {len(got) - len(set(got))} duplicates; "
+            f"copier {copier.summary()}"
+        )
+    print(f"copier {victim}: node {node} killed, {COPIER_RECORDS} records, "
+          f"copier {copier.summary()}")  # fmt: skip
+
+
+@pytest.mark.parametrize("round_", range(ROUNDS))
+@pytest.mark.parametrize("victim", VICTIMS)
+def test_runner_kafka_transactions_survives_a_node_kill(
+    apache_kafka_cluster, failover_engine, tmp_path, victim, round_
+):
+    cluster, engine = apache_kafka_cluster, failover_engine
+    produce_events(engine, RUNNER_EVENTS)
+    command = [sys.executable, "-m", "tests.integration.pattern_worker", "kafka_txn",
+               engine.bootstrap, "-", *engine.worker_args(), "--idle-exit", "4",
+               "--batch-size", "50", "--slow-ms", "3"]  # fmt: skip
+    worker = Supervisor(command, tmp_path / "worker.log", engine)
+    try:
+        node = kill_in_the_middle(cluster, engine, victim, engine.txn_id, RUNNER_EVENTS)
+        worker.finish(240)
+    finally:
+        worker.kill()
+    cluster.wait_in_sync(engine.output, timeout=60)
+
+    report, _ = audit_topic(engine)
+    assert report.input.events == RUNNER_EVENTS
+    assert report.ok, (
+        f"after killing node {node} ({victim}): {report.counts} e.g. {report.anomalies[:5]}; "
+        f"worker {worker.summary()}"
+    )
+    print(f"runner {victim}: node {node} killed, {RUNNER_EVENTS} events, "
+          f"worker {worker.summary()}")  # fmt: skip
