@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -124,7 +125,7 @@ def start_parent(mode: str) -> tuple[subprocess.Popen, list[int], Path]:
 
 
 def test_sigkill_of_the_python_parent_leaves_no_jvm():
-    parent, jvms, _ = start_parent("sleep")
+    parent, jvms, directory = start_parent("sleep")
     try:
         parent.send_signal(signal.SIGKILL)
         parent.wait()
@@ -133,6 +134,7 @@ def test_sigkill_of_the_python_parent_leaves_no_jvm():
         for pid in jvms:
             if alive(pid):
                 os.kill(pid, signal.SIGKILL)
+        shutil.rmtree(directory, ignore_errors=True)  # nobody was left to delete it
 
 
 def test_a_parent_that_exits_without_stopping_leaves_no_jvm_and_no_directory():
