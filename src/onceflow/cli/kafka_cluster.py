@@ -47,7 +47,7 @@ def kafka_cluster_command(
     Exit 1 with one line if Java, Maven or a port is missing. See docs/kafka-cluster.md.
     """
     from onceflow.kafka_cluster import KAFKA_VERSION, KafkaCluster, KafkaClusterError, ensure_jars
-    from onceflow.kafka_cluster.class_archive import make_archive
+    from onceflow.kafka_cluster.archive_maker import make_archive
     from onceflow.kafka_cluster.node import find_java
 
     config = {}
