@@ -16,8 +16,8 @@ Apache Kafka itself (the release ``onceflow.kafka_cluster`` pins, from Maven's j
 
 * ``apache_kafka_cluster`` — one 3-node KRaft cluster for the session
   (``onceflow.kafka_cluster.KafkaCluster``; ``.bootstrap`` lists all three brokers).
-  Every test using it runs on one pytest-xdist worker: the plugin gives it the
-  ``xdist_group`` ``"apache-kafka"`` (``make test`` runs ``--dist loadgroup``), so the
+  Every test using it runs on one pytest-xdist worker: the plugin puts it in the
+  xdist group ``"apache-kafka"`` (``make test`` runs ``--dist loadgroup``), so the
   session starts three JVMs once, not once per worker, and a test may kill nodes without
   disturbing a test on another worker. A test that kills or stops nodes brings them back
   (``cluster.heal()``) before it ends; ``apache_kafka_topic_factory`` heals too.
@@ -158,16 +158,29 @@ def kafka_broker(kafka_broker_factory: Callable[..., BrokerProcess]) -> BrokerPr
 APACHE_KAFKA_GROUP = "apache-kafka"
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Tests that use the Apache Kafka cluster share one xdist worker (and so one cluster).
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Under ``--dist loadgroup``, every test using the Apache Kafka cluster joins the one
+    group ``"apache-kafka"``, so one xdist worker runs them all (and starts one cluster).
 
-    This runs before pytest-xdist's own hook (``trylast``) reads the group; the mark goes
-    first so it wins over a module's ``xdist_group``. A test that reaches the cluster only
-    through ``request.getfixturevalue`` needs ``pytest.mark.xdist_group("apache-kafka")``.
+    pytest-xdist names an item's group after all its ``xdist_group`` marks (module's and
+    test's, joined) by suffixing its node id; this hook runs after that and replaces the
+    suffix, so a module's own group cannot split the Apache Kafka tests over workers. A
+    test that reaches the cluster only through ``request.getfixturevalue`` needs
+    ``pytest.mark.xdist_group("apache-kafka")`` instead.
     """
+    if not getattr(config.option, "loadgroup", False):
+        return
     for item in items:
-        if "apache_kafka_cluster" in getattr(item, "fixturenames", ()):
-            item.add_marker(pytest.mark.xdist_group(APACHE_KAFKA_GROUP), append=False)
+        if "apache_kafka_cluster" not in getattr(item, "fixturenames", ()):
+            continue
+        names = {
+            str(mark.args[0] if mark.args else mark.kwargs.get("name", "default"))
+            for mark in item.iter_markers("xdist_group")
+        }
+        suffix = "@" + "_".join(sorted(names)) if names else ""
+        base = item.nodeid.removesuffix(suffix) if suffix else item.nodeid
+        item._nodeid = f"{base}@{APACHE_KAFKA_GROUP}"  # type: ignore[attr-defined]
 
 
 @pytest.fixture(scope="session")

@@ -1,8 +1,8 @@
 """A KRaft cluster of combined broker+controller nodes on loopback, from Maven's jars.
 
->>> with KafkaCluster(nodes=3) as cluster:
-...     producer = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all"})
-...     cluster.kill(cluster.leader_of(topic, 0))
+    with KafkaCluster(nodes=3) as cluster:
+        producer = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all"})
+        cluster.kill(cluster.leader_of("orders", 0))
 
 Node ids are 1..nodes. Every node listens on ``127.0.0.1`` with a broker port and a
 controller port; the controller quorum is static (``controller.quorum.voters``) and every
@@ -26,6 +26,7 @@ from types import TracebackType
 from typing import Any
 
 from onceflow.kafka_cluster import jars
+from onceflow.kafka_cluster.class_archive import existing_archive
 from onceflow.kafka_cluster.errors import KafkaClusterError
 from onceflow.kafka_cluster.node import DEFAULT_HEAP, FAST_START_OPTIONS, KafkaNode, find_java
 from onceflow.kafka_cluster.ports import free_ports, is_free
@@ -76,10 +77,12 @@ class KafkaCluster:
         jvm_options: Sequence[str] = FAST_START_OPTIONS,
         java: str | None = None,
         start_timeout: float = START_TIMEOUT,
+        class_archive: bool = True,
     ) -> None:
         """``directory`` keeps the nodes' data (a temporary one is deleted by ``stop``);
         ``port`` is node 1's broker port, node N gets ``port + N - 1`` (0: free ports);
-        ``config`` overrides broker settings on every node."""
+        ``config`` overrides broker settings on every node; ``class_archive``: use the
+        class-data archive of Kafka's classes when one was made (class_archive.py)."""
         if nodes < 1:
             raise ValueError("a cluster needs at least one node")
         self.size = nodes
@@ -91,6 +94,7 @@ class KafkaCluster:
         self.jvm_options = list(jvm_options)
         self.java = java
         self.start_timeout = start_timeout
+        self.class_archive = class_archive
         self.cluster_id = _random_cluster_id()
         self.nodes: dict[int, KafkaNode] = {}
         self.start_seconds: float | None = None  # how long the last start() took
@@ -114,12 +118,16 @@ class KafkaCluster:
         began = time.monotonic()
         java = find_java(self.java)
         classpath = jars.classpath()
+        jvm_options = list(self.jvm_options)
+        archive = existing_archive(java) if self.class_archive else None
+        if archive is not None:
+            jvm_options.append(f"-XX:SharedArchiveFile={archive}")
         if self.directory is None:
             self.directory = Path(tempfile.mkdtemp(prefix="onceflow-kafka-"))
         self.directory.mkdir(parents=True, exist_ok=True)
         atexit.register(self._at_exit)
         try:
-            self.nodes = self._make_nodes(java, classpath)
+            self.nodes = self._make_nodes(java, classpath, jvm_options)
             formats = {
                 node_id: node.start_format(self.cluster_id)
                 for node_id, node in self.nodes.items()
@@ -320,7 +328,9 @@ class KafkaCluster:
 
     # --- internals ---
 
-    def _make_nodes(self, java: str, classpath: str) -> dict[int, KafkaNode]:
+    def _make_nodes(
+        self, java: str, classpath: str, jvm_options: list[str]
+    ) -> dict[int, KafkaNode]:
         assert self.directory is not None
         ids = list(range(1, self.size + 1))
         if self.port:
@@ -367,7 +377,7 @@ class KafkaCluster:
                 java=java,
                 classpath=classpath,
                 heap=self.heap,
-                jvm_options=self.jvm_options,
+                jvm_options=jvm_options,
             )
             node.write_config()
             nodes[node_id] = node

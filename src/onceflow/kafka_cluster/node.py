@@ -76,7 +76,8 @@ class KafkaNode:
         self.heap = heap
         self.jvm_options = list(jvm_options)
         self.process: subprocess.Popen[bytes] | None = None
-        self._log_offset = 0
+        self._log_offset = 0  # where this launch's lines start in server.log and jvm.out
+        self._output_offset = 0
 
     @property
     def bootstrap(self) -> str:
@@ -163,7 +164,8 @@ class KafkaNode:
         """Start the JVM without waiting (``wait_started`` waits)."""
         if self.running:
             return
-        self._log_offset = self.log_path.stat().st_size if self.log_path.exists() else 0
+        self._log_offset = _size(self.log_path)
+        self._output_offset = _size(self.jvm_output_path)
         output = open(self.jvm_output_path, "ab")  # noqa: SIM115  (the child's)
         with output:
             self.process = spawn.popen(
@@ -188,7 +190,7 @@ class KafkaNode:
 
     def cause(self) -> str:
         """Why the JVM exited, in one line, from its output and log."""
-        jvm_output = _read(self.jvm_output_path)
+        jvm_output = _read(self.jvm_output_path, self._output_offset)
         return failure_cause(jvm_output + "\n" + self._new_log(), self.java, self.log_path)
 
     def kill(self) -> None:
@@ -229,17 +231,21 @@ class KafkaNode:
 
     def _new_log(self) -> str:
         """What log4j wrote since the last launch."""
-        try:
-            with open(self.log_path, "rb") as log:
-                log.seek(self._log_offset)
-                return log.read().decode(errors="replace")
-        except OSError:
-            return ""
+        return _read(self.log_path, self._log_offset)
 
 
-def _read(path: Path) -> str:
+def _size(path: Path) -> int:
     try:
-        return path.read_text(errors="replace")
+        return path.stat().st_size
+    except OSError:
+        return 0
+
+
+def _read(path: Path, offset: int = 0) -> str:
+    try:
+        with open(path, "rb") as file:
+            file.seek(offset)
+            return file.read().decode(errors="replace")
     except OSError:
         return ""
 

@@ -85,6 +85,7 @@ PARENT = textwrap.dedent(
     from onceflow.kafka_cluster import KafkaCluster
     cluster = KafkaCluster(1).start()
     print(" ".join(str(n.pid) for n in cluster.nodes.values()), cluster.directory, flush=True)
+    sys.stdin.readline()  # the test has seen the JVMs alive
     if sys.argv[1] == "sleep":
         time.sleep(600)
     """
@@ -108,12 +109,17 @@ def wait_gone(pids: list[int], timeout: float = 15) -> list[int]:
 
 def start_parent(mode: str) -> tuple[subprocess.Popen, list[int], Path]:
     parent = subprocess.Popen(
-        [sys.executable, "-c", PARENT, mode], stdout=subprocess.PIPE, text=True
+        [sys.executable, "-c", PARENT, mode],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
     )
-    assert parent.stdout is not None
+    assert parent.stdin is not None and parent.stdout is not None
     *pids, directory = parent.stdout.readline().split()
     jvms = [int(pid) for pid in pids]
     assert jvms and all(alive(pid) for pid in jvms)
+    parent.stdin.write("go\n")
+    parent.stdin.flush()
     return parent, jvms, Path(directory)
 
 

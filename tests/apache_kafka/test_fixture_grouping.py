@@ -1,0 +1,90 @@
+"""Under ``-n 2 --dist loadgroup`` every test using ``apache_kafka_cluster`` runs on one
+worker, whatever xdist groups its module or the test itself already carry."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+
+CONFTEST = textwrap.dedent(
+    """
+    import os
+    import pytest
+
+    @pytest.fixture(scope="session")
+    def apache_kafka_cluster():  # stands in for the real cluster: only grouping is tested
+        return "cluster"
+
+    @pytest.fixture
+    def record(request):
+        def write(kind):
+            worker = os.environ.get("PYTEST_XDIST_WORKER", "none")
+            with open(os.environ["WORKERS_FILE"], "a") as file:
+                file.write(f"{kind} {worker} {request.node.name}\\n")
+        return write
+    """
+)
+
+GROUPED_MODULE = textwrap.dedent(
+    """
+    import time
+    import pytest
+
+    pytestmark = pytest.mark.xdist_group("module-group")
+
+    @pytest.mark.parametrize("n", range(4))
+    def test_cluster(n, apache_kafka_cluster, record):
+        time.sleep(0.2)
+        record("cluster")
+
+    @pytest.mark.parametrize("n", range(4))
+    def test_plain(n, record):
+        time.sleep(0.2)
+        record("plain")
+    """
+)
+
+OTHER_MODULE = textwrap.dedent(
+    """
+    import time
+    import pytest
+
+    @pytest.mark.xdist_group("own-group")
+    @pytest.mark.parametrize("n", range(4))
+    def test_cluster_with_own_group(n, apache_kafka_cluster, record):
+        time.sleep(0.2)
+        record("cluster")
+
+    @pytest.mark.parametrize("n", range(8))
+    def test_cluster_ungrouped(n, apache_kafka_cluster, record):
+        time.sleep(0.2)
+        record("cluster")
+
+    @pytest.mark.parametrize("n", range(8))
+    def test_plain(n, record):
+        time.sleep(0.2)
+        record("plain")
+    """
+)
+
+
+def test_every_apache_kafka_test_runs_on_one_worker(tmp_path):
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "conftest.py").write_text(CONFTEST)
+    (project / "test_grouped.py").write_text(GROUPED_MODULE)
+    (project / "test_other.py").write_text(OTHER_MODULE)
+    result = subprocess.run(
+        [sys.executable, "-m", "pytest", "-n", "2", "--dist", "loadgroup", "-q",
+         "-p", "no:cacheprovider"],
+        cwd=project, capture_output=True, text=True, timeout=120,
+        env={**os.environ, "WORKERS_FILE": str(tmp_path / "workers.txt")},
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout + result.stderr
+    lines = [line.split() for line in (tmp_path / "workers.txt").read_text().splitlines()]
+    cluster_workers = {worker for kind, worker, _ in lines if kind == "cluster"}
+    assert len([line for line in lines if line[0] == "cluster"]) == 16
+    assert len(cluster_workers) == 1, lines
+    assert {worker for _, worker, _ in lines} == {"gw0", "gw1"}  # the rest still spreads
