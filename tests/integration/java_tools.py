@@ -3,11 +3,13 @@
 Kafka's system-test tools print one JSON object per line on stdout; ``JavaProcess``
 collects those lines on a thread so a test can wait for a condition on them (progress,
 records consumed, a shutdown line) while the process runs. Every JVM runs with a small
-heap and in its own process group, and ``kill``/``stop`` take the whole group.
+heap, in its own session, and dies with the test process even when that is SIGKILLed
+(``onceflow.kafka_cluster.spawn``).
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -19,6 +21,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
+from onceflow.kafka_cluster.spawn import forget, popen
 
 JAVA_SOURCES = Path(__file__).resolve().parents[1] / "java"
 JVM_OPTIONS = ["-Xmx192m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Xss512k"]
@@ -56,12 +60,11 @@ class JavaProcess:
         self.events: list[dict[str, Any]] = []
         self._changed = threading.Condition()
         with open(log_path, "a") as log:
-            self.process = subprocess.Popen(
+            self.process = popen(
                 ["java", *JVM_OPTIONS, "-cp", classpath, main_class, *args],
                 stdout=subprocess.PIPE,
                 stderr=log,
                 text=True,
-                start_new_session=True,
             )
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()
@@ -112,6 +115,7 @@ class JavaProcess:
         self._signal(signal.SIGKILL)
         self.process.wait()
         self._reader.join(5)
+        forget(self.process)
 
     def stop(self, timeout: float = 30.0) -> int:
         """SIGTERM (the JVM's shutdown hooks run) and wait; SIGKILL after ``timeout``."""
@@ -121,6 +125,7 @@ class JavaProcess:
         except subprocess.TimeoutExpired:
             self.kill()
         self._reader.join(5)
+        forget(self.process)
         return self.process.returncode
 
     def wait(self, timeout: float) -> int:
@@ -129,14 +134,13 @@ class JavaProcess:
         except subprocess.TimeoutExpired:
             pytest.fail(f"{self.name} still running after {timeout:.0f}s; see {self.log_path}")
         self._reader.join(5)
+        forget(self.process)
         return code
 
     def _signal(self, number: int) -> None:
         if self.process.poll() is None:
-            try:
-                os.killpg(self.process.pid, number)
-            except ProcessLookupError:
-                pass
+            with contextlib.suppress(ProcessLookupError):
+                self.process.send_signal(number)
 
 
 class JavaProcesses:

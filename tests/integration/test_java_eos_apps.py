@@ -24,8 +24,6 @@ from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from onceflow.broker.process import BrokerProcess
 from tests.integration.java_tools import JavaProcess, JavaProcesses, compile_java
 
-pytestmark = pytest.mark.xdist_group("kafka-system-tools")
-
 RECORDS = 1500
 KEYS = 30
 PARTITIONS = 3

@@ -29,8 +29,6 @@ from tests.integration.java_tools import (
     write_properties,
 )
 
-pytestmark = pytest.mark.xdist_group("kafka-system-tools")
-
 TOOLS = "org.apache.kafka.tools."
 RECORDS = 3000
 INPUT_PARTITIONS = 2
