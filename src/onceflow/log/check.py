@@ -1,7 +1,9 @@
 """``onceflow log check``: every segment of a stopped broker's data directory, checked.
 
-Every batch's size, magic, offsets and CRC-32C are checked (start-up checks CRCs only after
-the recovery point). A partition is reported as one of:
+Every batch's CRC-32C and every header check of start-up (``stored_header_problem``:
+magic, length, offsets contiguous across batches and segments, record count, leader epoch)
+are run (start-up checks CRCs only after the recovery point). A partition is reported as
+one of:
 
 - ``ok``: every batch is sound;
 - ``torn tail``: damage after the recovery point, which start-up cuts by itself (with a
@@ -10,8 +12,9 @@ the recovery point). A partition is reported as one of:
   before it: start-up keeps the partition offline until ``--repair``.
 
 ``repair`` cuts a damaged partition at its first bad batch, keeping the cut bytes in
-``quarantine/``, and moves its recovery point back to the new end. The broker must be
-stopped.
+``quarantine/``, and continues the log at its old recovery point (the skipped offsets are
+recorded in ``partition.json``), so no acknowledged offset is handed out again. The
+broker must be stopped.
 """
 
 from __future__ import annotations
