@@ -186,21 +186,22 @@ def transaction_outcomes(
     from kio.schema.fetch.v4.request import FetchPartition, FetchRequest, FetchTopic
     from kio.static.primitive import i8, i32, i64
 
-    from onceflow.admin.connect import wire_client
-    from onceflow.admin.errors import Unreachable
+    from onceflow.admin.errors import AdminError, Unreachable
     from onceflow.log.batch import CONTROL_ABORT, control_type_of, iter_headers
+    from onceflow.verify.leaders import LEADER_MOVED, NoLeader, PartitionLeaders
 
     outcomes: dict[int, TransactionOutcomes] = {}
-    try:
-        wire = wire_client(client_conf(bootstrap))
-    except Unreachable as error:
-        raise SourceError(f"topic {topic!r}: {error}") from None
-    with wire:
+    with PartitionLeaders(client_conf(bootstrap), topic, timeout) as leaders:
         for partition, extent in sorted(ranges.items()):
             result = outcomes[partition] = TransactionOutcomes()
             open_batches: dict[int, list[tuple[int, int]]] = defaultdict(list)
             offset = extent.start
+            deadline = time.monotonic() + timeout
             while offset < extent.high:
+                try:
+                    wire = leaders.client(partition)
+                except (NoLeader, Unreachable, AdminError) as error:
+                    raise SourceError(f"topic {topic!r}: {error}") from None
                 response = wire.request(
                     FetchRequest,
                     max_wait=datetime.timedelta(milliseconds=100),
@@ -221,6 +222,10 @@ def transaction_outcomes(
                     ),
                 )
                 (data,) = response.responses[0].partitions
+                if data.error_code in LEADER_MOVED and time.monotonic() < deadline:
+                    leaders.moved()
+                    time.sleep(0.2)
+                    continue
                 if data.error_code != 0:
                     raise SourceError(
                         f"raw fetch {topic}-{partition}@{offset}: error {data.error_code}"
