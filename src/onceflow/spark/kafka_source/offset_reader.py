@@ -114,7 +114,12 @@ class OffsetReader:
             moving: list[TopicPartition] = []
             for tp, future in futures.items():
                 try:
-                    result[(tp.topic, tp.partition)] = int(future.result(attempt + 1).offset)
+                    offset = int(future.result(attempt + 1).offset)
+                    if offset < 0:
+                        # No error, no offset (-1001): seen on Kafka while the partition's
+                        # leader was being replaced.
+                        raise KafkaException(KafkaError(KafkaError.LEADER_NOT_AVAILABLE))
+                    result[(tp.topic, tp.partition)] = offset
                 except (KafkaException, TimeoutError) as error:
                     code = error_code(error)
                     if code in _MISSING:
