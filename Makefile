@@ -47,16 +47,21 @@ test: venv system-deps kafka-jars
 
 # Long loops beyond what CI needs: 2,000 simulated power losses of a working broker, 20
 # SIGKILL-and-restart cycles of three Spark queries on one source, the Spark sinks' crash
-# points on both databases for each strategy, and 20 fresh demo runs.
+# points on both databases for each strategy, 5 rounds of each Spark failover on Apache
+# Kafka's 3-node cluster (leader and transaction coordinator SIGKILLs mid-batch), and 20
+# fresh demo runs.
 STRESS_POWER_LOSSES ?= 2000
 STRESS_SPARK_RESTARTS ?= 20
+STRESS_SPARK_FAILOVERS ?= 5
 STRESS_DEMOS ?= 20
-stress: venv system-deps
+stress: venv system-deps kafka-jars
 	ONCEFLOW_POWER_LOSS_CYCLES=$(STRESS_POWER_LOSSES) $(BIN)/python -m pytest -q \
 		tests/integration/test_power_loss.py
 	ONCEFLOW_SPARK_RESTARTS=$(STRESS_SPARK_RESTARTS) $(BIN)/python -m pytest -q \
 		tests/spark/test_multi_query_restart.py
 	ONCEFLOW_STRESS=1 $(BIN)/python -m pytest -q tests/spark/test_sink_chaos.py
+	ONCEFLOW_SPARK_FAILOVER_ROUNDS=$(STRESS_SPARK_FAILOVERS) $(BIN)/python -m pytest -q \
+		tests/spark/test_failover.py
 	$(BIN)/python scripts/demo_runs.py --runs $(STRESS_DEMOS)
 
 unit: venv
