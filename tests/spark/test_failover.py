@@ -42,6 +42,14 @@ PAUSE_SECONDS = "2"
 JOB_TIMEOUT = 600
 
 
+@pytest.fixture
+def cluster(apache_kafka_cluster):
+    """The session's cluster, all three nodes up before and after the test."""
+    apache_kafka_cluster.heal()
+    yield apache_kafka_cluster
+    apache_kafka_cluster.heal()
+
+
 @dataclass(frozen=True)
 class Pause:
     """Where the query stopped: the task's micro-batch and task partition."""
@@ -132,25 +140,20 @@ def kafka_sink_with_kill(cluster, topic: str, tmp_path: Path, victim: str) -> tu
 
 
 @pytest.mark.parametrize("round", ROUNDS)
-def test_kafka_sink_output_leader_killed_mid_transaction(
-    apache_kafka_cluster, topic, tmp_path, round
-):
-    kafka_sink_with_kill(apache_kafka_cluster, topic, tmp_path, "leader")
+def test_kafka_sink_output_leader_killed_mid_transaction(cluster, topic, tmp_path, round):
+    kafka_sink_with_kill(cluster, topic, tmp_path, "leader")
 
 
 @pytest.mark.parametrize("round", ROUNDS)
-def test_kafka_sink_transaction_coordinator_killed_mid_transaction(
-    apache_kafka_cluster, topic, tmp_path, round
-):
-    kafka_sink_with_kill(apache_kafka_cluster, topic, tmp_path, "coordinator")
+def test_kafka_sink_transaction_coordinator_killed_mid_transaction(cluster, topic, tmp_path, round):
+    kafka_sink_with_kill(cluster, topic, tmp_path, "coordinator")
 
 
 @pytest.mark.parametrize("round", ROUNDS)
-def test_database_sink_input_leader_killed_mid_batch(apache_kafka_cluster, topic, tmp_path, round):
+def test_database_sink_input_leader_killed_mid_batch(cluster, topic, tmp_path, round):
     """The direct database sink (sqlite, append and accumulate queries) while the leader
     of the input partition its paused task reads dies: the next batches read from the new
     leader, and the offsets in the database keep the output exact."""
-    cluster = apache_kafka_cluster
     bootstrap = cluster.bootstrap
     url = f"sqlite:///{tmp_path / 'out.db'}"
     orders = make_orders(bootstrap, topic, ORDERS)
