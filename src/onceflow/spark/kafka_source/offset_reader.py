@@ -132,6 +132,9 @@ class OffsetReader:
                     raise
             pending = moving
             if pending:
+                # A new client: the old one kept answering -1001 for a minute after the
+                # leader it knew was SIGKILLed, while a new one found the new leader.
+                self._admin = None
                 time.sleep(RETRY_PAUSE_S)
         return result
 
