@@ -50,10 +50,12 @@ test: venv system-deps kafka-jars
 # points on both databases for each strategy, 20 fresh demo runs, and 10,000 idle
 # connections to one broker with a produce/consume round trip through them (loopback); on
 # the 3-node Apache Kafka cluster, the Runner patterns on both databases with every kill,
-# and the copier and the kafka_transactions worker through leader and coordinator
-# SIGKILLs, several rounds.
+# the copier and the kafka_transactions worker through leader and coordinator SIGKILLs
+# (several rounds), and 5 rounds of each Spark failover (leader and transaction
+# coordinator SIGKILLs mid-batch).
 STRESS_POWER_LOSSES ?= 2000
 STRESS_SPARK_RESTARTS ?= 20
+STRESS_SPARK_FAILOVERS ?= 5
 STRESS_DEMOS ?= 20
 STRESS_CONNECTIONS ?= 10000
 STRESS_FAILOVER_ROUNDS ?= 3
@@ -65,6 +67,8 @@ stress: venv system-deps kafka-jars
 	ONCEFLOW_SPARK_RESTARTS=$(STRESS_SPARK_RESTARTS) $(BIN)/python -m pytest -q \
 		tests/spark/test_multi_query_restart.py
 	ONCEFLOW_STRESS=1 $(BIN)/python -m pytest -q tests/spark/test_sink_chaos.py
+	ONCEFLOW_SPARK_FAILOVER_ROUNDS=$(STRESS_SPARK_FAILOVERS) $(BIN)/python -m pytest -q \
+		tests/spark/test_failover.py
 	$(BIN)/python scripts/demo_runs.py --runs $(STRESS_DEMOS)
 	ONCEFLOW_STRESS=1 $(BIN)/python -m pytest -q -k apache-kafka \
 		tests/integration/test_patterns_chaos.py tests/integration/test_patterns_transactions.py

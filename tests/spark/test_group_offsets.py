@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from confluent_kafka import Consumer, TopicPartition
 
-from tests.spark.conftest import create_topic, produce, wait_until
+from tests.spark.conftest import ENGINES, create_topic, produce, wait_until
 
 pytestmark = [pytest.mark.spark]
 
@@ -54,8 +54,9 @@ def test_running_query_commits_its_last_batch_within_a_trigger(
         query.stop()
 
 
-def test_available_now_query_leaves_no_lag(spark, kafka_broker, topic, tmp_path):
-    bootstrap = kafka_broker.bootstrap
+@pytest.mark.parametrize("engine", ENGINES, indirect=True)
+def test_available_now_query_leaves_no_lag(spark, engine, topic, tmp_path):
+    bootstrap = engine.bootstrap
     create_topic(bootstrap, topic, partitions=3)
     for partition in range(3):
         produce(bootstrap, topic, [b"v"] * 5, partition=partition)

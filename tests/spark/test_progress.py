@@ -7,7 +7,7 @@ import json
 import pytest
 
 from onceflow.spark.kafka_source.progress import describe, onceflow_sources, source_metrics
-from tests.spark.conftest import create_topic, produce
+from tests.spark.conftest import ENGINES, create_topic, produce
 
 pytestmark = [pytest.mark.spark]
 
@@ -29,8 +29,9 @@ def test_metrics_from_progress_json():
     assert describe(source) == "OnceflowSource[orders]"
 
 
-def test_a_rate_limited_query_reports_how_far_behind_it_is(spark, kafka_broker, topic, tmp_path):
-    bootstrap = kafka_broker.bootstrap
+@pytest.mark.parametrize("engine", ENGINES, indirect=True)
+def test_a_rate_limited_query_reports_how_far_behind_it_is(spark, engine, topic, tmp_path):
+    bootstrap = engine.bootstrap
     create_topic(bootstrap, topic, partitions=2)
     produce(bootstrap, topic, [b"a"] * 30, partition=0)
     produce(bootstrap, topic, [b"b"] * 10, partition=1)

@@ -12,9 +12,10 @@ from pathlib import Path
 
 import pytest
 
+from onceflow.testing import APACHE_KAFKA_GROUP
 from onceflow.verify.run import run_verify
 from tests.postgres import postgres_server, postgres_url  # noqa: F401  (fixtures)
-from tests.spark.conftest import create_topic
+from tests.spark.conftest import ENGINES, create_topic
 from tests.spark.sink_helpers import expected_totals, make_orders
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
@@ -64,11 +65,12 @@ STRESS_ONLY = pytest.mark.skipif(
 
 
 @pytest.mark.parametrize(
-    "database,strategy,crashes",
+    "engine,database,strategy,crashes",
     [
         # Inside a direct task's open transaction (rolled back when the connection drops),
         # after a direct task committed, then between the DB commit and Spark's commit.
-        (
+        pytest.param(
+            "onceflow",
             "sqlite",
             "direct",
             [
@@ -76,30 +78,51 @@ STRESS_ONLY = pytest.mark.skipif(
                 "database.after_task_commit@1/1",
                 "database.after_commit@2",
             ],
+            id="onceflow-sqlite-direct",
+        ),
+        # Mid-batch on Apache Kafka's 3-node cluster (RF=3, min.insync.replicas=2).
+        pytest.param(
+            "apache-kafka",
+            "sqlite",
+            "direct",
+            ["database.before_task_commit@1/0"],
+            id="apache-kafka-sqlite-direct",
+            marks=pytest.mark.xdist_group(APACHE_KAFKA_GROUP),
         ),
         # mid-batch (one task staged), then between the DB commit and Spark's commit
-        ("postgresql", "staged", ["database.after_stage@1/1", "database.after_commit@1"]),
         pytest.param(
+            "onceflow",
+            "postgresql",
+            "staged",
+            ["database.after_stage@1/1", "database.after_commit@1"],
+            id="onceflow-postgresql-staged",
+        ),
+        pytest.param(
+            "onceflow",
             "sqlite",
             "staged",
             ["database.after_stage@1/1", "database.after_commit@2"],
+            id="onceflow-sqlite-staged",
             marks=STRESS_ONLY,
         ),
         pytest.param(
+            "onceflow",
             "postgresql",
             "direct",
             ["database.before_task_commit@1/0", "database.after_commit@2"],
+            id="onceflow-postgresql-direct",
             marks=STRESS_ONLY,
         ),
     ],
+    indirect=["engine"],
 )
 def test_database_sink_survives_driver_kills(
-    request, kafka_broker, topic, tmp_path, database, strategy, crashes
+    request, engine, topic, tmp_path, database, strategy, crashes
 ):
     """An append query and an accumulate query (per-store totals) in one driver: the
     first to reach the crash point takes both down."""
     url = database_url(request, tmp_path, database)
-    bootstrap = kafka_broker.bootstrap
+    bootstrap = engine.bootstrap
     orders = make_orders(bootstrap, topic, ORDERS)
     args = ["--bootstrap", bootstrap, "--topic", topic, "--checkpoint", str(tmp_path / "cp")]
     args += ["--sink-id", "orders", "--database-url", url, "--strategy", strategy]
@@ -127,17 +150,17 @@ def database_rows(url: str, sql: str) -> list[tuple]:
         return [tuple(row) for row in db.execute(sql).fetchall()]
 
 
-def test_kafka_sink_survives_driver_kills(txn_broker, topic, tmp_path):
-    bootstrap = txn_broker.bootstrap
+@pytest.mark.parametrize("engine", ENGINES, indirect=True)
+def test_kafka_sink_survives_driver_kills(engine, topic, tmp_path):
+    bootstrap = engine.bootstrap
     out = f"{topic}-out"
     create_topic(bootstrap, out, partitions=3)
     make_orders(bootstrap, topic, ORDERS)
     args = ["--bootstrap", bootstrap, "--topic", topic, "--checkpoint", str(tmp_path / "cp")]
     args += ["--sink-id", f"{topic}-confirm", "--output-topic", out]
-    crashes = [
-        "kafka.after_task_commit@1/0",  # mid-batch: task 0 committed, task 1 did not
-        "kafka.before_commit@2",  # every task committed, Spark's commit lost
-    ]
+    crashes = ["kafka.after_task_commit@1/0"]  # mid-batch: task 0 committed, task 1 did not
+    if engine.name == "onceflow":
+        crashes.append("kafka.before_commit@2")  # every task committed, Spark's commit lost
     crash_and_restart(tmp_path, crashes, *args)
     report = run_verify(
         bootstrap, topic, id_field="order_id", key_field="store", output_topic=out, timeout=30

@@ -21,6 +21,13 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from onceflow.spark.leader_change import (
+    ATTEMPT_TIMEOUT_S,
+    LEADER_CHANGE_WAIT_S,
+    is_leader_change,
+    while_leader_moves,
+)
+
 MARKER_TOPIC_PREFIX = "__onceflow_sink_markers."
 MIN_PARTITIONS = 8
 
@@ -129,8 +136,16 @@ class TopicMarkers:
             }
         )
         try:
-            low, high = consumer.get_watermark_offsets(
-                TopicPartition(self.topic, partition), timeout=self.timeout, cached=False
+            # Right after the topic was created, or while its leader moves, a broker may
+            # not lead the partition (yet): ask until one does.
+            attempt = min(self.timeout, ATTEMPT_TIMEOUT_S)
+            low, high = while_leader_moves(
+                lambda: consumer.get_watermark_offsets(
+                    TopicPartition(self.topic, partition), timeout=attempt, cached=False
+                ),
+                max(self.timeout, LEADER_CHANGE_WAIT_S),
+                f"end of {self.topic}-{partition}",
+                also=(KafkaError.UNKNOWN_TOPIC_OR_PART,),
             )
             window = 16
             while high > low:
@@ -145,8 +160,11 @@ class TopicMarkers:
                     if message is None:
                         continue
                     if message.error():
-                        if message.error().code() == KafkaError._PARTITION_EOF:
+                        code = message.error().code()
+                        if code == KafkaError._PARTITION_EOF:
                             break
+                        if is_leader_change(code) or message.error().retriable():
+                            continue  # the consumer fetches from the new leader
                         raise MarkerError(f"reading {self.topic}-{partition}: {message.error()}")
                     if message.key() == self.key(partition):
                         marker = Marker.decode(message.value())

@@ -9,6 +9,7 @@ stable offset and a micro-batch never includes an open transaction.
 from __future__ import annotations
 
 import logging
+import time
 from typing import Any
 
 from confluent_kafka import IsolationLevel, KafkaError, KafkaException
@@ -24,6 +25,13 @@ from onceflow.spark.kafka_source.offsets import (
     TopicPartition,
 )
 from onceflow.spark.kafka_source.options import OnceflowOptionError, SourceOptions
+from onceflow.spark.leader_change import (
+    ATTEMPT_TIMEOUT_S,
+    LEADER_CHANGE_WAIT_S,
+    RETRY_PAUSE_S,
+    error_code,
+    is_leader_change,
+)
 
 log = logging.getLogger(__name__)
 
@@ -33,6 +41,10 @@ _MISSING = (
     KafkaError._UNKNOWN_TOPIC,
     KafkaError._UNKNOWN_PARTITION,
 )
+
+
+def tp_name(tp: KafkaTopicPartition) -> str:
+    return f"{tp.topic}-{tp.partition}"
 
 
 class OffsetReader:
@@ -80,7 +92,9 @@ class OffsetReader:
         return self._list_offsets(partitions, OffsetSpec.latest())
 
     def _list_offsets(self, partitions: list[TopicPartition], spec: OffsetSpec) -> OffsetMap:
-        """Offsets of the partitions that exist; missing ones are left out."""
+        """Offsets of the partitions that exist; missing ones are left out. A partition
+        whose leader is moving (a cluster lost a node) is asked again until the new leader
+        answers (for at least a minute: a dead leader is replaced within seconds)."""
         if not partitions:
             return {}
         isolation = (
@@ -88,18 +102,40 @@ class OffsetReader:
             if self.options.isolation_level == "read_committed"
             else IsolationLevel.READ_UNCOMMITTED
         )
-        request = {KafkaTopicPartition(t, p): spec for t, p in partitions}
-        futures = self.admin.list_offsets(
-            request, isolation_level=isolation, request_timeout=self.timeout
-        )
+        deadline = time.monotonic() + max(self.timeout, LEADER_CHANGE_WAIT_S)
+        attempt = min(self.timeout, ATTEMPT_TIMEOUT_S)
         result: OffsetMap = {}
-        for tp, future in futures.items():
-            try:
-                result[(tp.topic, tp.partition)] = int(future.result(self.timeout).offset)
-            except KafkaException as error:
-                if error.args and getattr(error.args[0], "code", lambda: None)() in _MISSING:
-                    continue
-                raise
+        pending = list(partitions)
+        while pending:
+            request = {KafkaTopicPartition(t, p): spec for t, p in pending}
+            futures = self.admin.list_offsets(
+                request, isolation_level=isolation, request_timeout=attempt
+            )
+            moving: list[TopicPartition] = []
+            for tp, future in futures.items():
+                try:
+                    offset = int(future.result(attempt + 1).offset)
+                    if offset < 0:
+                        # No error, no offset (-1001): seen on Kafka while the partition's
+                        # leader was being replaced.
+                        raise KafkaException(KafkaError(KafkaError.LEADER_NOT_AVAILABLE))
+                    result[(tp.topic, tp.partition)] = offset
+                except (KafkaException, TimeoutError) as error:
+                    code = error_code(error)
+                    if code in _MISSING:
+                        continue
+                    timed_out = isinstance(error, TimeoutError)
+                    if (timed_out or is_leader_change(code)) and time.monotonic() < deadline:
+                        log.info("offsets of %s: %r; asking again", tp_name(tp), error)
+                        moving.append((tp.topic, tp.partition))
+                        continue
+                    raise
+            pending = moving
+            if pending:
+                # A new client: the old one kept answering -1001 for a minute after the
+                # leader it knew was SIGKILLed, while a new one found the new leader.
+                self._admin = None
+                time.sleep(RETRY_PAUSE_S)
         return result
 
     def resolve(self, spec: Any, partitions: list[TopicPartition], name: str) -> OffsetMap:

@@ -22,6 +22,12 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
 from onceflow.spark.kafka_source.offsets import OffsetRange
 from onceflow.spark.kafka_source.schema import arrow_schema
+from onceflow.spark.leader_change import (
+    ATTEMPT_TIMEOUT_S,
+    LEADER_CHANGE_WAIT_S,
+    is_leader_change,
+    while_leader_moves,
+)
 
 log = logging.getLogger(__name__)
 
@@ -226,7 +232,7 @@ def read_range(offset_range: OffsetRange, settings: ReadSettings) -> Iterator[pa
                     )
                     done = True
                     break
-                if error.fatal() or not error.retriable():
+                if error.fatal() or not (error.retriable() or is_leader_change(code)):
                     raise KafkaException(error)
                 log.debug("transient error reading %s-%s: %s", topic, partition, error)
             if len(columns) >= settings.max_records_per_batch:
@@ -254,8 +260,12 @@ def read_range(offset_range: OffsetRange, settings: ReadSettings) -> Iterator[pa
 
 def _log_start(consumer: Consumer, topic: str, partition: int) -> int:
     try:
-        low, _high = consumer.get_watermark_offsets(
-            TopicPartition(topic, partition), timeout=10, cached=False
+        low, _high = while_leader_moves(
+            lambda: consumer.get_watermark_offsets(
+                TopicPartition(topic, partition), timeout=ATTEMPT_TIMEOUT_S, cached=False
+            ),
+            LEADER_CHANGE_WAIT_S,
+            f"start of {topic}-{partition}",
         )
         return int(low)
     except KafkaException as error:
