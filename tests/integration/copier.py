@@ -9,8 +9,10 @@ can kill a broker node while the copy is still under way.
 
 Copies every record of INPUT to the same partition of OUTPUT inside Kafka transactions of
 about 200 records with its consumer offsets (send_offsets_to_transaction), aborting every
-third transaction and rewinding to the committed offsets. Exits once the group's
-committed offsets reached the end of every partition of INPUT.
+third transaction and rewinding to the committed offsets (with a new producer, a new
+epoch, when records of the aborted transaction were unacknowledged). Exits once the group's
+committed offsets reached the end of every partition of INPUT. Traces every transaction
+(its batch, the offsets sent, commit or abort), rewind and rebalance on stderr.
 """
 
 from __future__ import annotations
