@@ -230,6 +230,11 @@ class Relay:
         except KafkaException as error:
             if transactional and error.args[0].txn_requires_abort():
                 self.producer.abort_transaction(30)
+                # A new epoch: retried under the old one, records written but never
+                # acknowledged before the abort are taken for duplicates (see
+                # KafkaTransaction.abort in transactional.py).
+                self.producer.close()
+                self.producer = self._make_producer()
             raise RelayError(f"publishing {len(rows)} outbox rows failed: {error}") from error
         if failures:
             # An idempotent producer fails a partition's tail, never a hole in the middle,

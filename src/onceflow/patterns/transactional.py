@@ -14,7 +14,10 @@ Outputs and input offsets become visible together or not at all. A crash anywher
 step 5 leaves an open transaction that the next ``init_transactions`` with the same
 ``transactional.id`` aborts (fencing the zombie); the batch is consumed again. On an
 error the transaction is aborted and the consumer rewinds to the batch's first offsets
-("abort and rewind"). A fenced producer (another instance took the transactional.id) stops
+("abort and rewind"). If the aborted transaction had records whose delivery was not
+acknowledged (e.g. in flight to a partition leader that died), the producer is replaced
+by a new one with the same ``transactional.id``: see ``KafkaTransaction.abort``. A fenced
+producer (another instance took the transactional.id) stops
 the loop with ``ProducerFenced``: it must not go on.
 """
 
@@ -81,6 +84,17 @@ def is_fenced(error: KafkaError) -> bool:
     )
 
 
+class _Pending:
+    """Records of one transaction produced and not acknowledged (yet)."""
+
+    def __init__(self) -> None:
+        self.records = 0
+
+    def delivered(self, error: KafkaError | None, _message: Message) -> None:
+        if error is None:
+            self.records -= 1
+
+
 class KafkaTransaction:
     """A transactional producer used one batch at a time."""
 
@@ -92,25 +106,34 @@ class KafkaTransaction:
         timeout_s: float = 30.0,
     ) -> None:
         self.timeout_s = timeout_s
-        self.producer = Producer(
-            {
-                "bootstrap.servers": bootstrap_servers,
-                "transactional.id": transactional_id,
-                "linger.ms": 5,
-                **TRANSACTIONAL_PRODUCER_DEFAULTS,
-                **(producer_config or {}),
-            }
-        )
-        try:
-            # Fences older instances and aborts the transaction a dead one left open.
-            self.producer.init_transactions(timeout_s)
-        except KafkaException as error:
-            raise ProducerFenced(f"init_transactions({transactional_id!r}): {error}") from error
+        self.transactional_id = transactional_id
+        self.config = {
+            "bootstrap.servers": bootstrap_servers,
+            "transactional.id": transactional_id,
+            "linger.ms": 5,
+            **TRANSACTIONAL_PRODUCER_DEFAULTS,
+            **(producer_config or {}),
+        }
+        self.producer = self._new_producer()
         self.open = False
+        self.pending = _Pending()  # the open transaction's records not acknowledged yet
+        self.renewals = 0  # producers replaced after an abort with unacknowledged records
+
+    def _new_producer(self) -> Producer:
+        producer = Producer(self.config)
+        try:
+            # Fences older instances (a new producer epoch) and aborts the transaction a
+            # dead one left open.
+            producer.init_transactions(self.timeout_s)
+        except KafkaException as error:
+            name = self.transactional_id
+            raise ProducerFenced(f"init_transactions({name!r}): {error}") from error
+        return producer
 
     def begin(self) -> None:
         self.producer.begin_transaction()
         self.open = True
+        self.pending = _Pending()
 
     def produce(
         self,
@@ -120,12 +143,13 @@ class KafkaTransaction:
         headers: Sequence[tuple[str, bytes | None]] | None = None,
         partition: int | None = None,
     ) -> None:
-        kwargs: dict[str, Any] = {"value": value, "key": key}
+        kwargs: dict[str, Any] = {"value": value, "key": key, "on_delivery": self.pending.delivered}
         if headers:
             kwargs["headers"] = list(headers)
         if partition is not None:
             kwargs["partition"] = partition
         produce_waiting(self.producer, topic, **kwargs)
+        self.pending.records += 1
 
     def send_offsets(self, consumer: Consumer, offsets: dict[tuple[str, int], int]) -> None:
         self.producer.send_offsets_to_transaction(
@@ -139,12 +163,31 @@ class KafkaTransaction:
         self.open = False
 
     def abort(self) -> None:
+        """Abort the open transaction.
+
+        Records still unacknowledged here may have been written by a partition leader that
+        then died; librdkafka (2.16, transactions v1: one producer epoch for all
+        transactions) gives their sequence numbers to the next records of the partition.
+        Retried in the next transaction with the same epoch, those records would be taken
+        by the new leader for duplicates of the aborted batch, acknowledged and never
+        written: their offsets would commit without them. A new producer (a new epoch,
+        sequences from 0) makes that impossible.
+        """
         if not self.open:
             return
+        self.producer.poll(0)  # serve the delivery reports that already arrived
         try:
             self.producer.abort_transaction(self.timeout_s)
         finally:
             self.open = False
+        if self.pending.records > 0:
+            log.warning(
+                "aborted a transaction with %d unacknowledged records: new producer epoch",
+                self.pending.records,
+            )
+            self.renewals += 1
+            self.producer.close()
+            self.producer = self._new_producer()
 
     def fail(self, error: KafkaException, consumer: Consumer, starts: dict) -> None:
         """Handle a transaction error: abort and rewind, or raise ProducerFenced."""
