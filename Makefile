@@ -67,7 +67,7 @@ stress: venv system-deps kafka-jars
 	ONCEFLOW_SPARK_RESTARTS=$(STRESS_SPARK_RESTARTS) $(BIN)/python -m pytest -q \
 		tests/spark/test_multi_query_restart.py
 	ONCEFLOW_STRESS=1 $(BIN)/python -m pytest -q tests/spark/test_sink_chaos.py
-	ONCEFLOW_SPARK_FAILOVER_ROUNDS=$(STRESS_SPARK_FAILOVERS) $(BIN)/python -m pytest -q \
+	ONCEFLOW_STRESS=1 ONCEFLOW_SPARK_FAILOVER_ROUNDS=$(STRESS_SPARK_FAILOVERS) $(BIN)/python -m pytest -q \
 		tests/spark/test_failover.py
 	$(BIN)/python scripts/demo_runs.py --runs $(STRESS_DEMOS)
 	ONCEFLOW_STRESS=1 $(BIN)/python -m pytest -q -k apache-kafka \

@@ -11,7 +11,8 @@ electing a new leader. After the query has read everything, the node comes back
 (``cluster.heal()``) and ``onceflow verify`` audits the output against the input: every
 order exactly once, nothing aborted visible to read_committed, order per key kept.
 
-`make stress` runs each kill ``ONCEFLOW_SPARK_FAILOVER_ROUNDS`` times.
+`make test` runs the two leader kills once; the coordinator kill runs only in `make
+stress` (ONCEFLOW_STRESS=1), which runs each kill ``ONCEFLOW_SPARK_FAILOVER_ROUNDS`` times.
 """
 
 from __future__ import annotations
@@ -144,6 +145,9 @@ def test_kafka_sink_output_leader_killed_mid_transaction(cluster, topic, tmp_pat
     kafka_sink_with_kill(cluster, topic, tmp_path, "leader")
 
 
+@pytest.mark.skipif(
+    not os.environ.get("ONCEFLOW_STRESS"), reason="in make stress (ONCEFLOW_STRESS=1)"
+)
 @pytest.mark.parametrize("round", ROUNDS)
 def test_kafka_sink_transaction_coordinator_killed_mid_transaction(cluster, topic, tmp_path, round):
     kafka_sink_with_kill(cluster, topic, tmp_path, "coordinator")
