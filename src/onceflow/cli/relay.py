@@ -25,7 +25,8 @@ from onceflow.patterns.outbox import DEFAULT_SHARDS, DEFAULT_TABLE
 @click.option("--transactional-id", default=None,
               help="Publish each batch in a Kafka transaction with this id.")  # fmt: skip
 @click.option("--idle-exit", type=float, default=None,
-              help="Exit after this many idle seconds (default: run until SIGTERM).")  # fmt: skip
+              help="Exit after this many seconds with nothing published, once the outbox"
+                   " is empty (default: run until SIGTERM).")  # fmt: skip
 def relay_command(
     database_url: str,
     client: ClientSettings,

@@ -250,7 +250,9 @@ class Relay:
         idle_exit_s: float | None = None,
         on_error: Callable[[Exception], None] | None = None,
     ) -> int:
-        """Cycle until ``should_stop()``, or until idle for ``idle_exit_s`` seconds."""
+        """Cycle until ``should_stop()``, or until idle for ``idle_exit_s`` seconds: nothing
+        published and the outbox empty. A relay kept out by another's lease (on SQLite, a
+        killed relay's lease lasts until it expires) or by locked shards is not idle."""
         idle_since = time.monotonic()
         try:
             while not should_stop():
@@ -265,7 +267,11 @@ class Relay:
                 if count:
                     idle_since = time.monotonic()
                     continue
-                if idle_exit_s is not None and time.monotonic() - idle_since > idle_exit_s:
+                if (
+                    idle_exit_s is not None
+                    and time.monotonic() - idle_since > idle_exit_s
+                    and not self.outbox.backlog()
+                ):
                     break
                 time.sleep(self.config.idle_sleep_s)
         finally:
