@@ -9,19 +9,23 @@ import datetime
 from collections.abc import Iterator
 
 import pytest
+from confluent_kafka.admin import AdminClient, NewTopic
 
 from onceflow.protocol.client import WireClient
 from onceflow.protocol.codec import build, element, request_class
 from onceflow.protocol.errors import ErrorCode
 from onceflow.testing import BrokerProcess
 
-TOPIC = "removed-versions"
+TOPIC = "removed-versions"  # made by the fixture: each test runs alone (pytest-xdist)
+CREATED = "removed-versions-created"
 GROUP = "removed-versions-group"
 
 
 @pytest.fixture(scope="module")
 def client(tmp_path_factory) -> Iterator[WireClient]:
     process = BrokerProcess(tmp_path_factory.mktemp("removed-versions") / "data").start()
+    admin = AdminClient({"bootstrap.servers": process.bootstrap})
+    admin.create_topics([NewTopic(TOPIC, 2, 1)])[TOPIC].result(30)
     with WireClient(process.bootstrap) as client:
         yield client
     process.stop()
@@ -41,7 +45,7 @@ def test_create_and_delete_topics_v0(client) -> None:
         topics=(
             build(
                 topic,
-                name=TOPIC,
+                name=CREATED,
                 num_partitions=2,
                 replication_factor=1,
                 assignments=(),
@@ -59,7 +63,7 @@ def test_create_and_delete_topics_v0(client) -> None:
         timeout=datetime.timedelta(seconds=5),
     )
     assert [(t.name, t.error_code) for t in created.topics] == [
-        (TOPIC, ErrorCode.none),
+        (CREATED, ErrorCode.none),
         ("bad/name", ErrorCode.invalid_topic_exception),
     ]
     deleted = client.request(
