@@ -17,12 +17,30 @@ class TopicListing:
     internal: bool
 
 
+# A partition's Metadata error, in words (Kafka's code name first).
+PARTITION_ERRORS = {
+    "KAFKA_STORAGE_ERROR": "offline: KAFKA_STORAGE_ERROR: the broker cannot read this "
+    "partition's log (damaged or unreadable on disk) and serves nothing from it; the "
+    "broker's log names the file and byte, 'onceflow log check' the damage",
+    "LEADER_NOT_AVAILABLE": "offline: LEADER_NOT_AVAILABLE: no replica can lead it",
+}
+
+
+def partition_problem(error: Any) -> str | None:
+    """A Metadata partition error (librdkafka's KafkaError or None) in words."""
+    if error is None:
+        return None
+    name = error.name()
+    return PARTITION_ERRORS.get(name, f"{name}: {error.str()}")
+
+
 @dataclass(frozen=True, slots=True)
 class PartitionInfo:
     partition: int
-    leader: int
+    leader: int  # -1: none
     replicas: list[int]
     isr: list[int]
+    problem: str | None = None  # the partition's error in words (offline, and why)
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,7 +96,13 @@ def describe_topics(session: ClusterSession, names: list[str]) -> list[TopicDesc
             TopicDescription(
                 name=name,
                 partitions=[
-                    PartitionInfo(p.id, p.leader, list(p.replicas), list(p.isrs))
+                    PartitionInfo(
+                        p.id,
+                        p.leader,
+                        list(p.replicas),
+                        list(p.isrs),
+                        partition_problem(p.error),
+                    )
                     for p in sorted(topic.partitions.values(), key=lambda p: p.id)
                 ],
                 configs=dict(sorted(configs.get(name, {}).items())),

@@ -196,9 +196,12 @@ def list_command(client: ClientSettings, as_json: bool, internal: bool) -> None:
 @json_option
 @click.argument("topics", nargs=-1, required=True)
 def describe_command(client: ClientSettings, as_json: bool, topics: tuple[str, ...]) -> None:
-    """Partitions (leader, replicas, in-sync replicas) and configs set on each topic.
+    """Partitions (leader, replicas, in-sync replicas, online or offline) and configs set
+    on each topic. An offline partition (no leader, e.g. its log is damaged on disk) is
+    named after the table with the reason.
 
-    Exit 1 if a topic does not exist, 3 if the principal may not describe it.
+    Exit 1 if a topic does not exist, 3 if the principal may not describe it (0 with
+    offline partitions: they are described).
     """
     from onceflow.admin.topics import describe_topics
 
@@ -210,15 +213,19 @@ def describe_command(client: ClientSettings, as_json: bool, topics: tuple[str, .
         configs = ",".join(f"{k}={v}" for k, v in topic.configs.items()) or "-"
         click.echo(f"topic {topic.name}  partitions {len(topic.partitions)}  configs {configs}")
         print_table(
-            ("topic", "partition", "leader", "replicas", "isr"),
+            ("topic", "partition", "leader", "replicas", "isr", "state"),
             [
                 (
                     topic.name,
                     p.partition,
-                    p.leader,
+                    "none" if p.leader < 0 else p.leader,
                     ",".join(map(str, p.replicas)),
                     ",".join(map(str, p.isr)),
+                    "offline" if p.problem else "online",
                 )
                 for p in topic.partitions
             ],
         )
+        for p in topic.partitions:
+            if p.problem:
+                click.echo(f"{topic.name}-{p.partition}: {p.problem}")

@@ -95,7 +95,8 @@ class LogManager:
             log.info("loaded topic %s with %d partitions", name, entry["partitions"])
         offline = [p.name for p in self.all_partitions() if p.offline]
         if offline:
-            log.error("%d partitions are offline: %s", len(offline), ", ".join(offline))
+            # Each was logged at ERROR with its reason; this is the summary.
+            log.warning("%d offline partitions: %s", len(offline), ", ".join(offline))
 
     def all_partitions(self) -> list[PartitionLog]:
         return [partition for topic in self.topics.values() for partition in topic.partitions]

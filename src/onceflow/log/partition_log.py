@@ -200,12 +200,17 @@ class PartitionLog(PartitionReads):
         self.durable.flushed_offset = self.log_end_offset
 
     def _go_offline(self, reason: str) -> None:
+        """Serve nothing more from this partition; logged once, at ERROR (the first reason
+        stays the reason)."""
+        if self.offline:
+            return
         self.offline = reason
         log.error("partition %s is offline: %s", self.name, reason)
         self.durable.fail_above(-1, storage_error(f"partition {self.name} is offline: {reason}"))
         self.notify()
 
-    def _check_online(self) -> None:
+    def require_online(self) -> None:
+        """Raise KafkaError(KAFKA_STORAGE_ERROR) if the partition is offline."""
         if self.offline:
             raise storage_error(f"partition {self.name} is offline: {self.offline}")
 
@@ -302,7 +307,7 @@ class PartitionLog(PartitionReads):
         appended (a producer-state snapshot may later skip the marker), and removed again
         if the marker cannot be appended.
         """
-        self._check_online()
+        self.require_online()
         self.producers.check_end_marker(producer_id, producer_epoch, coordinator_epoch)
         offset = self.log_end_offset
         data = build_control_batch(
@@ -372,7 +377,7 @@ class PartitionLog(PartitionReads):
 
     def iter_batches(self, start_offset: int | None = None):
         """Yield (header, batch bytes) for every batch from ``start_offset`` (replay)."""
-        self._check_online()
+        self.require_online()
         offset = self.log_start_offset if start_offset is None else start_offset
         try:
             for segment in self.segments:
@@ -393,7 +398,7 @@ class PartitionLog(PartitionReads):
         """
         if self.deleted:
             raise KafkaError(ErrorCode.unknown_topic_or_partition, f"{self.topic} was deleted")
-        self._check_online()
+        self.require_online()
         try:
             self._maybe_roll(header)
             self.active.append_parts(parts, header)
@@ -561,7 +566,7 @@ class PartitionLog(PartitionReads):
         return self.segments[max(index, 0)]
 
     def delete_records_before(self, offset: int) -> int:
-        self._check_online()
+        self.require_online()
         if offset == -1:
             offset = self.high_watermark
         if offset < 0 or offset > self.high_watermark:

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 from onceflow.log import segment_reads, timestamp_lookup
 from onceflow.log.segment import LogSegment, SegmentDamaged
+from onceflow.log.tail_recovery import damage_reason
 from onceflow.log.txn_index import AbortedTxn
 from onceflow.protocol.errors import ErrorCode, KafkaError
 
@@ -28,7 +29,7 @@ class ReadResult:
 
 class PartitionReads:
     """Reads over the log's state. ``PartitionLog`` provides these attributes, and the
-    methods ``_check_online`` and ``_go_offline``."""
+    methods ``require_online`` and ``_go_offline``."""
 
     name: str
     segments: list[LogSegment]
@@ -40,7 +41,7 @@ class PartitionReads:
     offline: str | None
 
     def read(self, offset: int, max_bytes: int, read_committed: bool) -> ReadResult:
-        self._check_online()
+        self.require_online()
         high_watermark = self.high_watermark
         stable = self.last_stable_offset
         if offset < self.log_start_offset or offset > self.log_end_offset:
@@ -78,8 +79,13 @@ class PartitionReads:
     def _damaged(self, damage: SegmentDamaged, doing: str) -> KafkaError:
         """Take the partition offline for damage found on disk; the error to answer."""
         self._go_offline(
-            f"{damage.problem} ({damage.path}, byte {damage.position}) found while serving "
-            f"{doing}: acknowledged data is damaged. Check it with 'onceflow log check'"
+            damage_reason(
+                damage.problem,
+                damage.path,
+                damage.position,
+                f"while serving {doing}",
+                "acknowledged data is damaged; this partition serves nothing until repaired",
+            )
         )
         return KafkaError(
             ErrorCode.kafka_storage_error, f"partition {self.name} is offline: {self.offline}"
@@ -92,7 +98,7 @@ class PartitionReads:
         return [txn for txn in self.aborted[first:] if txn.first_offset < end]
 
     def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
-        self._check_online()
+        self.require_online()
         try:
             return timestamp_lookup.offset_for_timestamp(
                 self.segments, self.log_start_offset, timestamp
@@ -101,11 +107,11 @@ class PartitionReads:
             raise self._damaged(damage, "a lookup by time") from None
 
     def legacy_offsets_before(self, timestamp: int, max_count: int) -> list[int]:
-        self._check_online()
+        self.require_online()
         return timestamp_lookup.legacy_offsets_before(
             self.segments, self.log_start_offset, self.log_end_offset, timestamp, max_count
         )
 
     def offset_of_max_timestamp(self) -> tuple[int, int]:
-        self._check_online()
+        self.require_online()
         return timestamp_lookup.offset_of_max_timestamp(self.segments)

@@ -46,6 +46,18 @@ class TailCut:
     copies: list[Path]
 
 
+REPAIR_HINT = (
+    "Nothing was cut: inspect it with 'onceflow log check', repair with "
+    "'onceflow log check --repair' (the broker stopped)"
+)
+
+
+def damage_reason(problem: str, path: Path, position: int, found: str, loss: str) -> str:
+    """Why a partition is offline, in words: the damage, the file and byte, when it was
+    found, what it costs and what to do (the one ERROR line and what clients are told)."""
+    return f"{problem} in {path} at byte {position}, found {found}: {loss}. {REPAIR_HINT}"
+
+
 class PartitionOffline(Exception):
     """The partition cannot be served without losing acknowledged data."""
 
@@ -87,10 +99,14 @@ def recover_segments(
             readable_end = scan.end_offset
             if recovery_point is not None and readable_end < recovery_point:
                 raise PartitionOffline(
-                    f"{segment.log_path}: {scan.problem}; offsets from {readable_end} on are "
-                    f"unreadable, below the recovery point {recovery_point}, so "
-                    "acknowledged data is damaged. Nothing was cut: inspect it with "
-                    "'onceflow log check', repair with 'onceflow log check --repair'"
+                    damage_reason(
+                        scan.reason or scan.problem,
+                        segment.log_path,
+                        scan.problem_at,
+                        "at start-up",
+                        f"offsets {readable_end}-{recovery_point - 1} are acknowledged "
+                        f"(below the recovery point {recovery_point}) and unreadable",
+                    )
                 )
             try:
                 region, copies = _cut_tail(segments, index, scan, name, quarantine_root)
@@ -117,8 +133,14 @@ def recover_segments(
     end = segments[-1].next_offset
     if recovery_point is not None and end < recovery_point:
         raise PartitionOffline(
-            f"the log ends at offset {end} but offsets below {recovery_point} were "
-            "durable (recovery point): acknowledged data is missing"
+            damage_reason(
+                f"the log ends at offset {end}",
+                segments[-1].log_path,
+                segments[-1].size,
+                "at start-up",
+                f"offsets {end}-{recovery_point - 1} are acknowledged (below the recovery "
+                f"point {recovery_point}) and missing",
+            )
         )
     return headers
 

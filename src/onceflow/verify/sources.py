@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from onceflow.admin.connect import principal_of
+from onceflow.admin.topics import PARTITION_ERRORS, partition_problem
 from onceflow.verify.audit import InputEvent, OutputRecord, Sink, Unreadable, audit
 from onceflow.verify.extract import ExtractError, Extractor, FieldMissing, FieldSpec
 from onceflow.verify.report import AuditReport
@@ -93,6 +94,17 @@ class TransactionOutcomes:
         return any(first <= offset <= last for first, last in self.aborted)
 
 
+def fetch_error_in_words(code: int) -> str:
+    """A Fetch error code as Kafka names it, with what it means for the audit."""
+    from onceflow.protocol.errors import ErrorCode
+
+    try:
+        name = ErrorCode(code).name.upper()
+    except ValueError:
+        return f"error {code}"
+    return PARTITION_ERRORS.get(name, name)
+
+
 def topic_ranges(
     bootstrap: Cluster, topic: str, timeout: float = 15.0
 ) -> dict[int, PartitionRange]:
@@ -111,6 +123,10 @@ def topic_ranges(
         reason = described.error if described is not None else "not found"
         raise SourceError(f"topic {topic!r}: {reason}")
     partitions = sorted(described.partitions)
+    for number in partitions:
+        problem = partition_problem(described.partitions[number].error)
+        if problem is not None:
+            raise SourceError(f"topic {topic!r}: partition {topic}-{number} is {problem}")
 
     def query(spec: Any, isolation: Any) -> dict[int, int]:
         futures = admin.list_offsets(
@@ -124,6 +140,26 @@ def topic_ranges(
     stable = query(OffsetSpec.latest(), IsolationLevel.READ_COMMITTED)
     high = query(OffsetSpec.latest(), IsolationLevel.READ_UNCOMMITTED)
     return {p: PartitionRange(start[p], stable[p], high[p]) for p in partitions}
+
+
+HEALTH_CHECK_S = 1.0  # how often a read asks Metadata whether its partitions are online
+
+
+def _require_online(consumer: Any, topic: str, partitions: Iterable[int]) -> None:
+    """SourceError naming the first of ``partitions`` that Metadata reports offline."""
+    from confluent_kafka import KafkaException
+
+    try:
+        described = consumer.list_topics(topic, timeout=5).topics.get(topic)
+    except KafkaException:
+        return  # unreachable now: the read's own deadline reports it
+    if described is None:
+        return
+    for number in sorted(partitions):
+        found = described.partitions.get(number)
+        problem = partition_problem(found.error) if found is not None else None
+        if problem is not None:
+            raise SourceError(f"topic {topic!r}: partition {topic}-{number} is {problem}")
 
 
 def _require_topic(admin: Any, topic: str, timeout: float, principal: str) -> None:
@@ -173,12 +209,17 @@ def read_topic(
     try:
         consumer.assign([TopicPartition(topic, p, ranges[p].start) for p in sorted(pending)])
         deadline = time.monotonic() + timeout
+        next_health_check = time.monotonic() + HEALTH_CHECK_S
         while pending:
             if time.monotonic() > deadline:
                 raise SourceError(
                     f"topic {topic!r}: partitions {sorted(pending)} not read to their end "
                     f"within {timeout:.0f} s"
                 )
+            if time.monotonic() > next_health_check:
+                # librdkafka retries a partition that went offline in silence: ask Metadata.
+                _require_online(consumer, topic, pending)
+                next_health_check = time.monotonic() + HEALTH_CHECK_S
             for message in consumer.consume(1000, 0.5):
                 partition = message.partition()
                 error = message.error()
@@ -257,7 +298,8 @@ def transaction_outcomes(
                     continue
                 if data.error_code != 0:
                     raise SourceError(
-                        f"raw fetch {topic}-{partition}@{offset}: error {data.error_code}"
+                        f"raw fetch {topic}-{partition}@{offset}: "
+                        f"{fetch_error_in_words(data.error_code)}"
                     )
                 records = bytes(data.records or b"")
                 progressed = False

@@ -59,6 +59,7 @@ async def list_offsets(ctx: RequestContext, request: Any) -> Any:
                         f"timestamp {wanted.timestamp} needs a newer ListOffsets version",
                     )
                 partition = logs.partition(topic.name, wanted.partition_index)
+                partition.require_online()
                 visible = (
                     partition.last_stable_offset if read_committed else partition.high_watermark
                 )
@@ -98,6 +99,7 @@ def _legacy_list_offsets(ctx: RequestContext, request: Any) -> Any:
             offsets = []
             with ErrorOutcome() as outcome:
                 partition = ctx.broker.logs.partition(topic.name, wanted.partition_index)
+                partition.require_online()
                 offsets = partition.legacy_offsets_before(wanted.timestamp, wanted.max_num_offsets)
                 high_watermark = partition.high_watermark
                 if request.replica_id == CONSUMER_REPLICA_ID and any(

@@ -1,6 +1,10 @@
 """DescribeLogDirs v0-4 (API 35), AlterReplicaLogDirs v0-2 (API 34): the data directory is the
 one log dir.
 
+A partition taken offline by damage is not listed, and the directory's error is then
+KAFKA_STORAGE_ERROR, as Kafka reports an offline log dir (which lists no partitions);
+the partitions still served are listed with it.
+
 Moving a replica to the directory it is in is done at once; any other path answers
 LOG_DIR_NOT_FOUND, and a partition the broker does not host REPLICA_NOT_AVAILABLE, as
 Kafka answers.
@@ -36,6 +40,7 @@ async def describe_log_dirs(ctx: RequestContext, request: Any) -> Any:
             if item.topic in logs.topics
         ]
     topics = []
+    offline = any(p.offline for topic in logs.topics.values() for p in topic.partitions)
     for topic, numbers in wanted:
         partitions = tuple(
             build(
@@ -46,14 +51,14 @@ async def describe_log_dirs(ctx: RequestContext, request: Any) -> Any:
                 is_future_key=False,
             )
             for number in numbers
-            if 0 <= number < len(topic.partitions)
+            if 0 <= number < len(topic.partitions) and not topic.partitions[number].offline
         )
         if partitions:
             topics.append(build(topic_cls, name=topic.name, partitions=partitions))
     disk = os.statvfs(ctx.broker.data_dir)
     result = build(
         result_cls,
-        error_code=ErrorCode.none,
+        error_code=ErrorCode.kafka_storage_error if offline else ErrorCode.none,
         log_dir=str(_log_dir(ctx)),
         topics=tuple(topics),
         total_bytes=disk.f_blocks * disk.f_frsize,

@@ -1,6 +1,12 @@
 """Metadata v0-12 (API 3): one broker (this one) leading every partition; optional
 auto-creation; topics asked for by id (v10+) as well as by name. In v0 an empty topic list
-asks for every topic (v1+ uses null for that)."""
+asks for every topic (v1+ uses null for that).
+
+A partition taken offline by damage on disk has no leader (-1), its one replica in
+``offline_replicas`` and KAFKA_STORAGE_ERROR as its error: Kafka answers LEADER_NOT_AVAILABLE
+for a partition whose last replica's log dir is offline; the storage error says why, and
+clients (librdkafka, the Java client) treat both alike: refresh metadata, wait for a leader.
+"""
 
 from __future__ import annotations
 
@@ -14,6 +20,8 @@ from onceflow.broker.security import rules
 from onceflow.log.manager import Topic
 from onceflow.protocol.codec import NO_THROTTLE, build, element
 from onceflow.protocol.errors import ErrorCode, KafkaError
+
+NO_LEADER = -1
 
 
 def auto_create(ctx: RequestContext, name: str) -> Topic:
@@ -37,17 +45,8 @@ async def metadata(ctx: RequestContext, request: Any) -> Any:
         partitions = ()
         if topic is not None:
             partitions = tuple(
-                build(
-                    partition_cls,
-                    error_code=ErrorCode.none,
-                    partition_index=number,
-                    leader_id=broker.node_id,
-                    leader_epoch=0,
-                    replica_nodes=(broker.node_id,),
-                    isr_nodes=(broker.node_id,),
-                    offline_replicas=(),
-                )
-                for number in range(len(topic.partitions))
+                _partition(partition_cls, broker.node_id, number, partition.offline is not None)
+                for number, partition in enumerate(topic.partitions)
             )
         return build(
             topic_cls,
@@ -102,6 +101,21 @@ async def metadata(ctx: RequestContext, request: Any) -> Any:
         throttle_time=NO_THROTTLE,
         topics=tuple(topics),
         **cluster_fields(ctx, request, element(cls, "brokers"), "node_id"),
+    )
+
+
+def _partition(partition_cls: type, node_id: int, number: int, offline: bool) -> Any:
+    """One partition of this broker: led by it, or offline (its only replica cannot serve
+    it): no leader, the replica listed offline and KAFKA_STORAGE_ERROR as the error."""
+    return build(
+        partition_cls,
+        error_code=ErrorCode.kafka_storage_error if offline else ErrorCode.none,
+        partition_index=number,
+        leader_id=NO_LEADER if offline else node_id,
+        leader_epoch=0,
+        replica_nodes=(node_id,),
+        isr_nodes=(node_id,),
+        offline_replicas=(node_id,) if offline else (),
     )
 
 
