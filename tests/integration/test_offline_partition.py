@@ -218,3 +218,48 @@ def test_an_offline_partition_is_visible_to_clients_tools_and_the_operator(
     }[kind]
     assert f"{TOPIC}-1: damaged: {path.name}: {cause}" in checked.output, checked.output
     assert f"at byte {position}" in checked.output
+
+
+def test_a_segment_that_only_looks_old_is_not_deleted_by_time(tmp_path):
+    """retention.ms deletes a segment by its batches' timestamps, which are not CRC-checked
+    below the recovery point: damage that makes fresh records look old is found first."""
+    config = {"log.retention.check.interval.ms": "100"}
+    broker = BrokerProcess(tmp_path / "data", config=config).start()
+    try:
+        with WireClient(broker.bootstrap) as client:
+            topic_configs = {"segment.bytes": "200", "retention.ms": str(3600 * 1000)}
+            assert create_topic(client, "fresh", 1, configs=topic_configs)[0] == 0
+            for number in range(RECORDS):
+                assert produce(client, "fresh", 0, record_batch([event(0, number)]))[0] == 0
+    finally:
+        broker.stop()
+    first = sorted((tmp_path / "data" / "fresh-0").glob("*.log"))[0]
+    data = bytearray(first.read_bytes())
+    position = 0
+    while position < len(data):  # every batch of the first segment dated 1970
+        data[position + 35 : position + 43] = bytes(8)  # maxTimestamp, under the CRC
+        position += parse_header(data, position).size
+    first.write_bytes(bytes(data))
+
+    broker.start()
+    try:
+        deadline = time.monotonic() + 10
+        while not offline_lines_of(broker, "fresh-0") and time.monotonic() < deadline:
+            time.sleep(0.05)
+        time.sleep(0.3)  # a few more retention rounds
+        (line,) = offline_lines_of(broker, "fresh-0")
+        assert "before deleting the segment by time (retention.ms)" in line
+        assert f"{first} at byte 0" in line and "nothing was deleted" in line
+        assert first.read_bytes() == bytes(data)
+        with WireClient(broker.bootstrap) as client:
+            assert list_offset(client, "fresh", 0, -2)[0] == ErrorCode.kafka_storage_error
+    finally:
+        broker.stop()
+
+
+def offline_lines_of(broker: BrokerProcess, name: str) -> list[str]:
+    return [
+        line
+        for line in broker.log_path.read_text().splitlines()
+        if f"partition {name} is offline" in line
+    ]

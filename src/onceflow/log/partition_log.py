@@ -45,10 +45,17 @@ from onceflow.log.producer_state import (
     ProducerStateManager,
 )
 from onceflow.log.recovery import QUARANTINE_DIR
-from onceflow.log.segment import CutBackFailed, LogSegment, SegmentDamaged, gaps_allowed
+from onceflow.log.segment import (
+    CutBackFailed,
+    LogSegment,
+    OffsetRules,
+    SegmentDamaged,
+    gaps_allowed,
+)
 from onceflow.log.tail_recovery import (
     PartitionOffline,
     TailCut,
+    damage_reason,
     read_known_gaps,
     rebuild_producer_state,
     recover_segments,
@@ -601,13 +608,40 @@ class PartitionLog(PartitionReads):
         self.producers.drop_before(self.log_start_offset)
 
     def enforce_retention(self) -> int:
-        """Delete old segments per retention.ms / retention.bytes; return how many."""
-        count = retention.expired_segments(
+        """Delete old segments per retention.ms / retention.bytes; return how many.
+
+        An offline partition keeps every byte for the operator. A segment condemned by its
+        timestamps alone is checked first (CRCs and headers): its timestamps are not
+        CRC-checked below the recovery point, and a flipped one can make a segment look
+        old; damage found takes the partition offline and deletes nothing.
+        """
+        if self.offline:
+            return 0
+        doomed = retention.expired_segments(
             self.segments, self.config, self.high_watermark, now_ms()
         )
-        for _ in range(count):
+        for count, by_time in enumerate(doomed):
+            if by_time and not self._sound_before_deleting(self.segments[0]):
+                return count
             self._delete_oldest_segment()
-        return count
+        return len(doomed)
+
+    def _sound_before_deleting(self, segment: LogSegment) -> bool:
+        limit = self.segments[1].base_offset if len(self.segments) > 1 else None
+        scan = segment.scan(0, OffsetRules(gaps_allowed=segment.gaps_allowed, limit=limit))
+        if scan.problem is None:
+            return True
+        self._go_offline(
+            damage_reason(
+                scan.reason or scan.problem,
+                segment.log_path,
+                scan.problem_at,
+                "before deleting the segment by time (retention.ms)",
+                "its timestamps cannot be trusted, so nothing was deleted, and acknowledged "
+                "data is damaged; this partition serves nothing until repaired",
+            )
+        )
+        return False
 
     def close(self) -> None:
         if self.segments and not self.deleted and not self.offline:

@@ -10,15 +10,16 @@ from onceflow.log.segment import LogSegment
 
 def expired_segments(
     segments: Sequence[LogSegment], config: TopicConfig, high_watermark: int, now_ms: int
-) -> int:
-    """How many of the oldest segments retention.ms / retention.bytes delete: never the
-    active one, nor one holding offsets at or above the high watermark."""
+) -> list[bool]:
+    """The oldest segments retention.ms / retention.bytes delete, in order: for each,
+    whether only its timestamps condemn it (retention.ms; retention.bytes would keep it).
+    Never the active segment, nor one holding offsets at or above the high watermark."""
     if "delete" not in str(config["cleanup.policy"]).split(","):
-        return 0
+        return []
     retention_ms = config["retention.ms"]
     retention_bytes = config["retention.bytes"]
     remaining = sum(segment.size for segment in segments)
-    count = 0
+    doomed: list[bool] = []
     for oldest in segments[:-1]:
         if oldest.next_offset > high_watermark:
             break
@@ -31,5 +32,5 @@ def expired_segments(
         if not (expired or oversized):
             break
         remaining -= oldest.size
-        count += 1
-    return count
+        doomed.append(not oversized)
+    return doomed
