@@ -112,7 +112,8 @@ def test_a_torn_tail_after_a_crash_is_cut_at_start_up_with_a_warning(tmp_path):
     whole = segment.read_bytes()
     segment.write_bytes(whole[:-7])
     checked = log_check(tmp_path / "data")
-    assert checked.returncode == 0 and "torn-0: torn tail" in checked.stdout
+    assert checked.returncode == 1 and "torn-0: torn tail" in checked.stdout
+    assert "0 damaged, 1 with a torn tail" in checked.stdout
     broker.start()
     with WireClient(broker.bootstrap) as client:
         assert [v for _, v in fetch_values(client, "torn", 0)] == [

@@ -132,9 +132,9 @@ def check_command(data_dir: Path, repair: bool) -> None:
     `--repair` reports what it cut (offsets, records, bytes, the quarantine copy); the
     partition then continues at its recovery point, so no offset is ever reused.
 
-    Exit status: 0 if nothing is damaged, 1 if a partition is damaged (also when --repair
-    cut it: acknowledged records were lost), 2 if the directory is not a onceflow data
-    directory, cannot be read, or a broker is using it.
+    Exit status: 0 if every batch is sound, 1 if a partition is damaged (also when --repair
+    cut it: acknowledged records were lost) or has a torn tail, 2 if the directory is not
+    a onceflow data directory, cannot be read, or a broker is using it.
     """
     from onceflow.log.check import is_data_dir
     from onceflow.log.dir_lock import DataDirInUse, DataDirLock
@@ -168,9 +168,10 @@ def _check(data_dir: Path, repair: bool) -> int:
     except (OSError, ValueError) as error:
         click.echo(f"Error: cannot check {data_dir}: {error}", err=True)
         return EXIT_UNREADABLE
-    damaged = repaired = 0
+    damaged = repaired = torn = 0
     for report in reports:
         click.echo(report.describe())
+        torn += report.status == "torn tail"
         if report.status != "damaged":
             continue
         damaged += 1
@@ -180,7 +181,9 @@ def _check(data_dir: Path, repair: bool) -> int:
                 click.echo(line)
             repaired += done.after.status != "damaged"
     summary = f"{len(reports)} partitions checked, {damaged} damaged"
+    if torn:
+        summary += f", {torn} with a torn tail (cut at the next start, with a copy)"
     if repair:
         summary += f", {repaired} repaired (acknowledged records were cut)" if damaged else ""
     click.echo(summary)
-    return EXIT_DAMAGED if damaged else EXIT_OK
+    return EXIT_DAMAGED if damaged or torn else EXIT_OK
