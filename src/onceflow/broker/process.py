@@ -2,16 +2,23 @@
 
 Used by the pytest plugin (``onceflow.testing``), the demos, the chaos harness and the
 benchmarks; it needs nothing but the standard library.
+
+On Linux the broker is SIGKILLed when the process that started it dies (prctl
+PR_SET_PDEATHSIG), so a test run that is itself killed leaves no broker behind. The kernel
+ties this to the starting *thread*: a broker started from a thread that ends before it
+should is killed with that thread.
 """
 
 from __future__ import annotations
 
+import ctypes
 import os
 import signal
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 
@@ -82,6 +89,7 @@ class BrokerProcess:
             stderr=log_file,
             text=True,
             env={**os.environ, "PYTHONUNBUFFERED": "1", **self.env},
+            preexec_fn=_dies_with(os.getpid()),
         )
         log_file.close()
         assert self.process.stdout is not None
@@ -128,6 +136,26 @@ class BrokerProcess:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+PR_SET_PDEATHSIG = 1
+
+
+def _dies_with(parent: int) -> Callable[[], None] | None:
+    """A preexec_fn that has the child SIGKILLed when ``parent`` dies (Linux only)."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        prctl = ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+
+    def in_child() -> None:
+        prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+        if os.getppid() != parent:  # the parent died before prctl took effect
+            os.kill(os.getpid(), signal.SIGKILL)
+
+    return in_child
 
 
 def parse_ready_line(line: str) -> dict[str, str]:
