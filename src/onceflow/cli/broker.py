@@ -100,7 +100,9 @@ def broker(
     from onceflow.broker.security.settings import (
         SecuritySettingError,
         configured_listeners,
+        needs,
         parse_add_scram,
+        server_tls_context,
     )
     from onceflow.config import BrokerConfig
     from onceflow.log.dir_lock import DataDirInUse
@@ -123,7 +125,9 @@ def broker(
     if config["listeners"] and explicit:
         raise click.UsageError(f"give either {' and '.join(explicit)} or listeners, not both")
     try:
-        configured_listeners(config, host, port, advertised_host)
+        listeners = configured_listeners(config, host, port, advertised_host)
+        if needs(listeners, "uses_tls"):  # a key, certificate or password it cannot use
+            server_tls_context(config)
     except SecuritySettingError as error:
         raise click.UsageError(str(error)) from None
 

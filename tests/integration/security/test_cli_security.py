@@ -278,7 +278,7 @@ def test_a_key_password_for_an_unencrypted_key_is_refused(tmp_path):
         ],
         capture_output=True, text=True, timeout=60, check=False,
     )  # fmt: skip
-    assert result.returncode != 0, result.stderr  # refused like any TLS file it cannot use
+    assert result.returncode == 2, result.stderr  # a bad setting, like any TLS file it cannot use
     assert "ready" not in result.stdout
     assert (
         f"ssl.key.password is set but the private key in '{keystore}' is not encrypted"
