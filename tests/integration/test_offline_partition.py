@@ -9,10 +9,10 @@ cleanly. Then one batch of ``orders-1`` is damaged in one of two ways:
   after the recovery point only, as Kafka does).
 
 Once found: one ERROR line names the partition, the file and the byte; Metadata answers
-the partition with no leader and KAFKA_STORAGE_ERROR, DescribeLogDirs flags the data
-directory; the undamaged prefix is not served either; a confluent-kafka consumer gets no
-error from ``poll()`` (librdkafka retries KAFKA_STORAGE_ERROR by itself) but sees the
-error in its Metadata, and a producer's delivery report fails with _MSG_TIMED_OUT;
+the partition with KAFKA_STORAGE_ERROR and its replica offline, DescribeLogDirs flags the
+data directory; a fetch answers CORRUPT_MESSAGE and serves nothing, not even the
+undamaged prefix; a confluent-kafka consumer gets that error from ``poll()`` (librdkafka
+calls it INVALID_MSG) and a producer's delivery report fails with _MSG_TIMED_OUT;
 ``topics describe``, ``verify`` and ``log check`` name the cause in words.
 """
 
@@ -95,8 +95,9 @@ def consume_until_offline(
     bootstrap: str, settle_s: float = 0.5, timeout_s: float = 30.0
 ) -> tuple[dict[int, list[int]], list[KafkaError], dict]:
     """What a real consumer of both partitions gets: offsets per partition and the errors
-    ``poll()`` returned, polled until orders-0 is read whole and the consumer's Metadata
-    shows orders-1 offline, then ``settle_s`` more; and that Metadata's partitions."""
+    ``poll()`` returned, polled until orders-0 is read whole, an error came and the
+    consumer's Metadata shows orders-1 offline, then ``settle_s`` more; and that
+    Metadata's partitions."""
     consumer = Consumer(
         {
             "bootstrap.servers": bootstrap,
@@ -118,7 +119,7 @@ def consume_until_offline(
                 errors.append(message.error())
             elif message is not None:
                 offsets[message.partition()].append(message.offset())
-            if settled_at is None and len(offsets[0]) == RECORDS:
+            if settled_at is None and len(offsets[0]) == RECORDS and errors:
                 seen = consumer.list_topics(TOPIC, timeout=10).topics[TOPIC].partitions
                 if seen[1].error is not None:
                     settled_at = time.monotonic() + settle_s
@@ -157,11 +158,14 @@ def test_an_offline_partition_is_visible_to_clients_tools_and_the_operator(
         # header scan found it at start-up; a CRC mismatch is found by the first fetch,
         # which reads from offset 0 through the damage).
         assert offsets[1] == []
-        # librdkafka handles KAFKA_STORAGE_ERROR and a missing leader itself (metadata
-        # refresh, retry): poll() returns no error; the consumer sees it in its Metadata.
-        assert errors == []
+        # The fetch's CORRUPT_MESSAGE reaches poll() (librdkafka would retry a fetch's
+        # KAFKA_STORAGE_ERROR, or a partition without a leader, in silence).
+        assert errors, "the consumer was told nothing"
+        for error in errors:
+            assert error.code() == KafkaError.INVALID_MSG  # code 2, Kafka's CORRUPT_MESSAGE
+            assert "Fetch from broker 0 failed at offset 0" in error.str()
         assert seen[0].error is None and seen[0].leader == 0
-        assert seen[1].leader == -1
+        assert seen[1].leader == 0  # still led here: clients keep asking and are told
         assert seen[1].error.code() == KafkaError.KAFKA_STORAGE_ERROR
 
         (line,) = offline_lines(broker)  # once, however many reads came
@@ -173,7 +177,7 @@ def test_an_offline_partition_is_visible_to_clients_tools_and_the_operator(
 
         with WireClient(broker.bootstrap) as client:
             # The undamaged prefix is not served: an offline partition serves nothing.
-            assert fetch(client, TOPIC, 1, 0, max_bytes=1)[0] == ErrorCode.kafka_storage_error
+            assert fetch(client, TOPIC, 1, 0, max_bytes=1)[0] == ErrorCode.corrupt_message
             assert list_offset(client, TOPIC, 1)[0] == ErrorCode.kafka_storage_error
         admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap)
         try:
@@ -189,7 +193,7 @@ def test_an_offline_partition_is_visible_to_clients_tools_and_the_operator(
         assert described.exit_code == 0, described.output
         rows = [row.split() for row in described.output.splitlines() if f"│ {TOPIC} " in row]
         assert [row[3:4] + row[-2:-1] for row in rows] == [["0", "online"], ["1", "offline"]]
-        assert rows[1][5] == "none"  # leader
+        assert rows[1][5] == "0"  # leader
         assert f"{TOPIC}-1: offline: KAFKA_STORAGE_ERROR: the broker cannot read" in (
             described.output
         )

@@ -271,5 +271,5 @@ def test_damage_appearing_while_serving_takes_the_partition_offline(tmp_path):
     patch(segment, position, ">q", 133)  # the file changes under a running broker
     with pytest.raises(KafkaError) as raised:
         log.read(0, 1 << 20, False)
-    assert raised.value.code == ErrorCode.kafka_storage_error
+    assert raised.value.code == ErrorCode.corrupt_message
     assert log.offline and "batch with offset 133 where offset 5 was expected" in log.offline

@@ -22,6 +22,9 @@ PARTITION_ERRORS = {
     "KAFKA_STORAGE_ERROR": "offline: KAFKA_STORAGE_ERROR: the broker cannot read this "
     "partition's log (damaged or unreadable on disk) and serves nothing from it; the "
     "broker's log names the file and byte, 'onceflow log check' the damage",
+    "CORRUPT_MESSAGE": "offline: CORRUPT_MESSAGE: the broker found this partition's "
+    "stored data damaged and serves nothing from it; the broker's log names the file and "
+    "byte, 'onceflow log check' the damage",
     "LEADER_NOT_AVAILABLE": "offline: LEADER_NOT_AVAILABLE: no replica can lead it",
 }
 

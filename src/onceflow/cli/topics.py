@@ -197,8 +197,8 @@ def list_command(client: ClientSettings, as_json: bool, internal: bool) -> None:
 @click.argument("topics", nargs=-1, required=True)
 def describe_command(client: ClientSettings, as_json: bool, topics: tuple[str, ...]) -> None:
     """Partitions (leader, replicas, in-sync replicas, online or offline) and configs set
-    on each topic. An offline partition (no leader, e.g. its log is damaged on disk) is
-    named after the table with the reason.
+    on each topic. An offline partition (a Metadata error such as KAFKA_STORAGE_ERROR when
+    its log is damaged on disk, or no leader) is named after the table with the reason.
 
     Exit 1 if a topic does not exist, 3 if the principal may not describe it (0 with
     offline partitions: they are described).

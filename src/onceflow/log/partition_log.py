@@ -103,6 +103,7 @@ class PartitionLog(PartitionReads):
         self.recovery_point = recovery_point
         self.generation = 0  # bumped whenever the log is reloaded after a cut
         self.offline: str | None = None  # why the partition is offline, if it is
+        self.damaged = False  # offline because its stored data is damaged
         self.producers = ProducerStateManager(directory)
         self.aborted: list[AbortedTxn] = []  # sorted by last_offset
         self._waiters: list[asyncio.Future[None]] = []
@@ -192,7 +193,7 @@ class PartitionLog(PartitionReads):
                 self.cuts,
             )
         except PartitionOffline as offline:
-            self._go_offline(offline.reason)
+            self._go_offline(offline.reason, damaged=offline.damaged)
             return
         self.log_start_offset = max(
             checkpoint.get("log_start_offset", 0), self.segments[0].base_offset
@@ -206,20 +207,26 @@ class PartitionLog(PartitionReads):
         self.synced = SyncPoint(self.log_end_offset, self.active.base_offset, self.active.size)
         self.durable.flushed_offset = self.log_end_offset
 
-    def _go_offline(self, reason: str) -> None:
+    def _go_offline(self, reason: str, damaged: bool = False) -> None:
         """Serve nothing more from this partition; logged once, at ERROR (the first reason
-        stays the reason)."""
+        stays the reason). ``damaged``: because its stored data is damaged."""
         if self.offline:
             return
         self.offline = reason
+        self.damaged = damaged
         log.error("partition %s is offline: %s", self.name, reason)
         self.durable.fail_above(-1, storage_error(f"partition {self.name} is offline: {reason}"))
         self.notify()
 
-    def require_online(self) -> None:
-        """Raise KafkaError(KAFKA_STORAGE_ERROR) if the partition is offline."""
-        if self.offline:
-            raise storage_error(f"partition {self.name} is offline: {self.offline}")
+    def require_online(self, reading: bool = False) -> None:
+        """Raise KafkaError(KAFKA_STORAGE_ERROR) if the partition is offline; a read of a
+        partition offline for damaged data gets CORRUPT_MESSAGE (see ``PartitionReads``)."""
+        if not self.offline:
+            return
+        message = f"partition {self.name} is offline: {self.offline}"
+        if reading and self.damaged:
+            raise KafkaError(ErrorCode.corrupt_message, message)
+        raise storage_error(message)
 
     def _rebuild_producer_state(self, headers: list[BatchHeader]) -> None:
         self.aborted = rebuild_producer_state(
@@ -639,7 +646,8 @@ class PartitionLog(PartitionReads):
                 "before deleting the segment by time (retention.ms)",
                 "its timestamps cannot be trusted, so nothing was deleted, and acknowledged "
                 "data is damaged; this partition serves nothing until repaired",
-            )
+            ),
+            damaged=True,
         )
         return False
 

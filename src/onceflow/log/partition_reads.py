@@ -1,6 +1,12 @@
 """The read side of a partition's log, which ``PartitionLog`` mixes in: fetches (up to the
 high watermark, or the last stable offset under read_committed, with the aborted
-transactions in range) and offset lookups by timestamp."""
+transactions in range) and offset lookups by timestamp.
+
+A fetch of a partition offline because its stored data is damaged answers CORRUPT_MESSAGE,
+as Kafka answers a fetch that reaches a corrupt batch: clients report it (librdkafka's
+consumer as a poll() error, the Java consumer as a KafkaException) where they would retry
+KAFKA_STORAGE_ERROR in silence. Nothing is served, not even the batches before the damage.
+"""
 
 from __future__ import annotations
 
@@ -39,9 +45,10 @@ class PartitionReads:
     last_stable_offset: int
     aborted: list[AbortedTxn]  # sorted by last_offset
     offline: str | None
+    damaged: bool
 
     def read(self, offset: int, max_bytes: int, read_committed: bool) -> ReadResult:
-        self.require_online()
+        self.require_online(reading=True)
         high_watermark = self.high_watermark
         stable = self.last_stable_offset
         if offset < self.log_start_offset or offset > self.log_end_offset:
@@ -85,10 +92,11 @@ class PartitionReads:
                 damage.position,
                 f"while serving {doing}",
                 "acknowledged data is damaged; this partition serves nothing until repaired",
-            )
+            ),
+            damaged=True,
         )
         return KafkaError(
-            ErrorCode.kafka_storage_error, f"partition {self.name} is offline: {self.offline}"
+            ErrorCode.corrupt_message, f"partition {self.name} is offline: {self.offline}"
         )
 
     def aborted_between(self, start: int, end: int) -> list[AbortedTxn]:

@@ -59,11 +59,13 @@ def damage_reason(problem: str, path: Path, position: int, found: str, loss: str
 
 
 class PartitionOffline(Exception):
-    """The partition cannot be served without losing acknowledged data."""
+    """The partition cannot be served without losing acknowledged data. ``damaged``: its
+    stored data is damaged (not merely unwritable)."""
 
-    def __init__(self, reason: str) -> None:
+    def __init__(self, reason: str, damaged: bool = True) -> None:
         super().__init__(reason)
         self.reason = reason
+        self.damaged = damaged
 
 
 def recover_segments(
@@ -105,7 +107,8 @@ def recover_segments(
                         scan.problem_at,
                         "at start-up",
                         f"offsets {readable_end}-{recovery_point - 1} are acknowledged "
-                        f"(below the recovery point {recovery_point}) and unreadable",
+                        f"(below the recovery point {recovery_point}) and unreadable: "
+                        "acknowledged data is damaged",
                     )
                 )
             try:
@@ -113,7 +116,7 @@ def recover_segments(
                 drop_txn_entries_from(readable_end)
             except OSError as error:
                 raise PartitionOffline(
-                    f"cannot cut the invalid tail of {segment.log_path}: {error}"
+                    f"cannot cut the invalid tail of {segment.log_path}: {error}", damaged=False
                 ) from None
             log.warning(
                 "%s: %s in %s; cut the tail after offset %d: %s; a copy is in %s",
@@ -139,7 +142,7 @@ def recover_segments(
                 segments[-1].size,
                 "at start-up",
                 f"offsets {end}-{recovery_point - 1} are acknowledged (below the recovery "
-                f"point {recovery_point}) and missing",
+                f"point {recovery_point}) and missing: acknowledged data is missing",
             )
         )
     return headers

@@ -298,7 +298,7 @@ def transaction_outcomes(
                     continue
                 if data.error_code != 0:
                     raise SourceError(
-                        f"raw fetch {topic}-{partition}@{offset}: "
+                        f"topic {topic!r}: partition {topic}-{partition} at offset {offset}: "
                         f"{fetch_error_in_words(data.error_code)}"
                     )
                 records = bytes(data.records or b"")

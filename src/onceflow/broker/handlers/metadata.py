@@ -2,10 +2,12 @@
 auto-creation; topics asked for by id (v10+) as well as by name. In v0 an empty topic list
 asks for every topic (v1+ uses null for that).
 
-A partition taken offline by damage on disk has no leader (-1), its one replica in
-``offline_replicas`` and KAFKA_STORAGE_ERROR as its error: Kafka answers LEADER_NOT_AVAILABLE
-for a partition whose last replica's log dir is offline; the storage error says why, and
-clients (librdkafka, the Java client) treat both alike: refresh metadata, wait for a leader.
+A partition taken offline (damage on disk) keeps this broker as its leader, lists it in
+``offline_replicas`` and has KAFKA_STORAGE_ERROR as its error. Kafka moves leadership
+away from an offline log dir (LEADER_NOT_AVAILABLE and no leader when no other replica
+exists); with no leader, clients send nothing and a consumer waits in silence. Kept as
+leader, the broker answers their requests with the error that says what is wrong
+(CORRUPT_MESSAGE to a fetch, KAFKA_STORAGE_ERROR to the rest), which they report.
 """
 
 from __future__ import annotations
@@ -20,8 +22,6 @@ from onceflow.broker.security import rules
 from onceflow.log.manager import Topic
 from onceflow.protocol.codec import NO_THROTTLE, build, element
 from onceflow.protocol.errors import ErrorCode, KafkaError
-
-NO_LEADER = -1
 
 
 def auto_create(ctx: RequestContext, name: str) -> Topic:
@@ -105,13 +105,13 @@ async def metadata(ctx: RequestContext, request: Any) -> Any:
 
 
 def _partition(partition_cls: type, node_id: int, number: int, offline: bool) -> Any:
-    """One partition of this broker: led by it, or offline (its only replica cannot serve
-    it): no leader, the replica listed offline and KAFKA_STORAGE_ERROR as the error."""
+    """One partition of this broker, which leads it; offline: its replica is listed
+    offline and KAFKA_STORAGE_ERROR is the error."""
     return build(
         partition_cls,
         error_code=ErrorCode.kafka_storage_error if offline else ErrorCode.none,
         partition_index=number,
-        leader_id=NO_LEADER if offline else node_id,
+        leader_id=node_id,
         leader_epoch=0,
         replica_nodes=(node_id,),
         isr_nodes=(node_id,),
