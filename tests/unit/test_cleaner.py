@@ -60,3 +60,22 @@ def test_appends_after_a_roll_go_to_the_new_segment(tmp_path):
     assert len(partition.segments) > 3
     assert partition.log_end_offset == 20
     assert [h.base_offset for h, _ in partition.iter_batches()] == list(range(20))
+
+
+def test_damage_found_by_the_cleaner_takes_the_partition_offline_and_changes_nothing(tmp_path):
+    partition = open_log(tmp_path)
+    for round_number in range(12):
+        partition.append_records([KeyValue(b"a", f"a{round_number}".encode())])
+    assert len(partition.segments) >= 2
+    first = partition.segments[0].log_path
+    data = bytearray(first.read_bytes())
+    data[7] ^= 0x01  # the first batch's base offset: the headers no longer hold together
+    first.write_bytes(bytes(data))
+    files = {path: path.read_bytes() for path in partition.directory.glob("*.log")}
+
+    assert compact(partition) == 0  # no exception: the cleaner's loop goes on
+    assert partition.offline and "batch with offset 1 where offset 2 was expected" in (
+        partition.offline
+    )
+    assert compact(partition) == 0  # an offline partition is left alone
+    assert {path: path.read_bytes() for path in partition.directory.glob("*.log")} == files

@@ -22,7 +22,8 @@ from pathlib import Path
 from onceflow.log.batch import ATTR_COMPRESSION_MASK, BatchHeader, read_key_values
 from onceflow.log.durability import sync_directory, sync_file
 from onceflow.log.partition_log import PartitionLog
-from onceflow.log.segment import COMPACTED_MARKER, LogSegment
+from onceflow.log.segment import COMPACTED_MARKER, LogSegment, SegmentDamaged
+from onceflow.protocol.errors import KafkaError
 
 log = logging.getLogger(__name__)
 
@@ -51,13 +52,20 @@ def _latest_offsets(partition: PartitionLog) -> dict[bytes, int]:
 
 
 def compact(partition: PartitionLog) -> int:
-    """Compact the closed segments of one partition; return the bytes removed."""
-    if len(partition.segments) < 2:
+    """Compact the closed segments of one partition; return the bytes removed. An
+    offline partition is left as it is; damage found on the way takes it offline."""
+    if partition.offline or len(partition.segments) < 2:
         return 0
-    latest = _latest_offsets(partition)
     removed = 0
-    for index, segment in enumerate(partition.segments[:-1]):
-        removed += _clean_segment(partition, index, segment, latest)
+    try:
+        latest = _latest_offsets(partition)
+        for index, segment in enumerate(partition.segments[:-1]):
+            removed += _clean_segment(partition, index, segment, latest)
+    except SegmentDamaged as damage:
+        partition.found_damage(damage, "the cleaner's read")
+    except KafkaError:
+        if not partition.offline:  # else the replay found damage and took it offline
+            raise
     return removed
 
 

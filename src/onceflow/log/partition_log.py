@@ -402,7 +402,7 @@ class PartitionLog(PartitionReads):
                     header = parse_header(data)
                     yield header, data
         except SegmentDamaged as damage:
-            raise self._damaged(damage, "a replay") from None
+            raise self.found_damage(damage, "a replay") from None
 
     def _append(self, parts: Sequence[Bytes], header: BatchHeader) -> None:
         """The one append path: write one batch (one writev) or leave no trace of it.

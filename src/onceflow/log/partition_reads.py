@@ -73,7 +73,7 @@ class PartitionReads:
         try:
             found = segment_reads.read_range(self.segments[start:], offset, upper, max_bytes)
         except SegmentDamaged as damage:
-            raise self._damaged(damage, "a fetch") from None
+            raise self.found_damage(damage, "a fetch") from None
         if found is None:
             return b"", offset
         damage = segment_reads.first_damage(found.data, found.first_offset)
@@ -81,9 +81,9 @@ class PartitionReads:
             return found.data, found.end_offset
         problem, at = damage
         path = found.segment.log_path
-        raise self._damaged(SegmentDamaged(problem, path, found.position + at), "a fetch")
+        raise self.found_damage(SegmentDamaged(problem, path, found.position + at), "a fetch")
 
-    def _damaged(self, damage: SegmentDamaged, doing: str) -> KafkaError:
+    def found_damage(self, damage: SegmentDamaged, doing: str) -> KafkaError:
         """Take the partition offline for damage found on disk; the error to answer."""
         self._go_offline(
             damage_reason(
@@ -112,7 +112,7 @@ class PartitionReads:
                 self.segments, self.log_start_offset, timestamp
             )
         except SegmentDamaged as damage:
-            raise self._damaged(damage, "a lookup by time") from None
+            raise self.found_damage(damage, "a lookup by time") from None
 
     def legacy_offsets_before(self, timestamp: int, max_count: int) -> list[int]:
         self.require_online()
