@@ -115,11 +115,15 @@ def describe_transactions(
     """The described ids; ids no coordinator knows are left out."""
     from kio.schema.describe_transactions.v0.request import DescribeTransactionsRequest
 
+    from onceflow.admin.transaction_wire import DescribeTransactionsResponse
+
     described = {}
     for address in cluster(session, None).brokers.values():
         with session.wire(address) as client:
             response = client.request(
-                DescribeTransactionsRequest, transactional_ids=tuple(transactional_ids)
+                DescribeTransactionsRequest,
+                decode_as=DescribeTransactionsResponse,
+                transactional_ids=tuple(transactional_ids),
             )
         for state in response.transaction_states:
             if ErrorCode(state.error_code).name.upper().endswith("_AUTHORIZATION_FAILED"):
@@ -127,7 +131,7 @@ def describe_transactions(
                 _check(state.error_code, where, session.principal)
             if state.error_code != ErrorCode.none:
                 continue
-            start_ms = int(state.transaction_start_time.timestamp() * 1000)
+            start_ms = int(state.transaction_start_time)
             described[state.transactional_id] = TransactionDescription(
                 transactional_id=state.transactional_id,
                 state=state.transaction_state,
