@@ -216,26 +216,6 @@ class OpenTransactions:
     not_hanging: list[tuple[ProducerState, str]]  # and why it is not listed
 
 
-def find_hanging(
-    session: ClusterSession,
-    *,
-    topic: str | None = None,
-    partition: int | None = None,
-    broker_id: int | None = None,
-    max_transaction_timeout_min: int = DEFAULT_MAX_TRANSACTION_TIMEOUT_MIN,
-    now_ms: int | None = None,
-) -> list[ProducerState]:
-    """Open transactions no coordinator will ever finish, as kafka-transactions finds them."""
-    return find_open_transactions(
-        session,
-        topic=topic,
-        partition=partition,
-        broker_id=broker_id,
-        max_transaction_timeout_min=max_transaction_timeout_min,
-        now_ms=now_ms,
-    ).hanging
-
-
 def find_open_transactions(
     session: ClusterSession,
     *,
