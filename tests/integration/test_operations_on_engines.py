@@ -501,3 +501,41 @@ def test_transactions_find_and_abort_a_really_hanging_transaction(engine):
     )
     assert (code, out) == (1, "")
     assert err == f"error: no open transaction starts at offset 1 on {topic}:0\n"
+
+
+@ENGINES
+def test_a_killed_producers_transaction_is_not_hanging_and_its_coordinator_ends_it(engine):
+    """SIGKILL in a transaction with transaction.timeout.ms=2000: find-hanging names it as
+    live (not to be aborted by hand), then the coordinator aborts it on its own, and
+    read_committed readers get past it, on both engines."""
+    topic, b = engine.input, ("--bootstrap", engine.bootstrap)
+    create_topic(engine, topic, 2)
+    script = KILLED_PRODUCER.replace("600000", "2000")
+    with spawned(sys.executable, "-c", script, engine.bootstrap, topic, engine.txn_id) as live:
+        assert first_line(live) == "open"
+    produce(engine, topic, 1, [b"after"])
+    code, out, err = onceflow(
+        "transactions", "find-hanging", "--topic", topic, "--max-transaction-timeout", "0", *b,
+        "--json",
+    )  # fmt: skip
+    assert (code, json.loads(out)) == (0, [])
+    assert f"transactional.id '{engine.txn_id}' is Ongoing at its coordinator" in err
+    assert "(transaction.timeout.ms 2000)" in err and "do not abort it by hand" in err
+
+    # The coordinator looks for timed-out transactions every 10 s (Kafka's default
+    # transaction.abort.timed.out.transaction.cleanup.interval.ms, on both engines).
+    deadline = time.monotonic() + 40
+    while (seen := read_committed(engine, topic, 1, 1)) != [b"after"]:
+        assert seen == [] and time.monotonic() < deadline, seen
+    # the markers are written (PrepareAbort) before the coordinator records the end
+    while True:
+        code, out, err = onceflow("transactions", "describe", engine.txn_id, *b, "--json")
+        assert code == 0, err
+        ((described),) = json.loads(out)
+        if described["state"] != "PrepareAbort":
+            break
+        assert time.monotonic() < deadline, described
+        time.sleep(0.2)
+    assert described["state"] == "CompleteAbort", described
+    assert described["producer_epoch"] == 1  # the coordinator fenced the killed producer
+    assert described["partitions"] == []
