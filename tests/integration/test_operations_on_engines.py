@@ -208,22 +208,33 @@ def test_topics_plan_migrate_replan_change_and_refusals(engine, tmp_path):
 
 
 @ENGINES
-def test_topics_migrate_beyond_the_brokers_is_kafkas_error(engine, tmp_path):
-    """One replication factor more than there are brokers: nothing is created, and the
-    broker's own INVALID_REPLICATION_FACTOR message is the error."""
+def test_topics_refuse_a_replication_factor_above_the_brokers_before_any_change(engine, tmp_path):
+    """One replica more than there are brokers: the plan says so and nothing changes;
+    ``reset`` used to delete the topic first and only then have its creation refused."""
+    too_many = engine.replication_factor + 1
+    create_topic(engine, engine.input, 1)
+    produce(engine, engine.input, 0, [b"kept"])
     spec = tmp_path / "topics.yaml"
     spec.write_text(
-        f"topics:\n  {engine.input}:\n    partitions: 1\n"
-        f"    replication_factor: {engine.replication_factor + 1}\n"
+        "topics:\n"
+        f"  {engine.input}: {{partitions: 1, replication_factor: {too_many}}}\n"
+        f"  {engine.output}: {{partitions: 1, replication_factor: {too_many}}}\n"
     )
-    code, out, err = onceflow(
-        "topics", "migrate", "--file", str(spec), "--bootstrap", engine.bootstrap
-    )
-    assert code == 1, out + err
-    assert err.startswith(f"error: {engine.input}: cannot create: ")
-    assert err.rstrip().endswith("(INVALID_REPLICATION_FACTOR)")
-    assert "Applied" not in out
-    assert engine.input not in admin(engine).list_topics(timeout=10).topics
+    brokers = len(admin(engine).list_topics(timeout=10).brokers)
+    for command in ("migrate", "reset"):
+        code, out, err = onceflow(
+            "topics", command, "--yes", "--file", str(spec), "--bootstrap", engine.bootstrap
+        )
+        assert (code, err) == (1, "refused: the plan has errors; nothing was changed\n"), out
+        # migrate: the existing topic's replication cannot change; reset: it cannot be made
+        for topic in (engine.input, engine.output) if command == "reset" else (engine.output,):
+            assert (
+                f"x error: {topic}: replication factor {too_many} needs {too_many} brokers, "
+                f"the cluster has {brokers}; Kafka refuses to create it "
+                "(INVALID_REPLICATION_FACTOR)."
+            ) in out
+    assert engine.output not in admin(engine).list_topics(timeout=10).topics
+    assert read_committed(engine, engine.input, 0, 2) == [b"kept"]
 
 
 # --------------------------------------------------------------------------- groups
