@@ -414,6 +414,34 @@ def set_verification(engine: Engine, enabled: bool) -> None:
             time.sleep(0.1)
 
 
+def kafka_transactions(engine: Engine, *args: str) -> list[list[str]]:
+    """Kafka's own kafka-transactions tool (TransactionsCommand, from the pinned release's
+    jars): the rows of the table it prints, header first."""
+    from tests.integration.java_tools import JVM_OPTIONS, kafka_classpath
+
+    command = [
+        "java",
+        *JVM_OPTIONS,
+        "-cp",
+        kafka_classpath(),
+        "org.apache.kafka.tools.TransactionsCommand",
+    ]
+    result = subprocess.run(
+        [*command, "--bootstrap-server", engine.bootstrap, *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    return [line.split("\t") for line in result.stdout.splitlines()]
+
+
+def cells(rows: list[list[str]]) -> list[dict[str, str]]:
+    header, *body = rows
+    return [{h.strip(): v.strip() for h, v in zip(header, row, strict=False)} for row in body]
+
+
 @ENGINES
 def test_transactions_find_and_abort_a_really_hanging_transaction(engine):
     """Partition 0: a transactional write the coordinator never heard of (no
@@ -489,6 +517,23 @@ def test_transactions_find_and_abort_a_really_hanging_transaction(engine):
     assert (found["topic"], found["partition"], found["txn_start_offset"]) == (topic, 0, 1)
     assert f"not hanging: {topic}:1 producer " in err
     assert f"transactional.id '{killed_id}' is Ongoing at its coordinator" in err
+    # Kafka's own tool agrees, on both engines
+    (kafka_found,) = cells(
+        kafka_transactions(
+            engine, "find-hanging", "--topic", topic, "--max-transaction-timeout", "0"
+        )
+    )
+    assert (kafka_found["Topic"], kafka_found["Partition"], kafka_found["StartOffset"]) == (
+        topic,
+        "0",
+        "1",
+    )
+    assert kafka_found["ProducerId"] == str(found["producer_id"])
+    (kafka_described,) = cells(
+        kafka_transactions(engine, "describe", "--transactional-id", hanging_id)
+    )
+    assert kafka_described["TransactionState"] == "Empty"
+    assert kafka_described["CurrentTransactionStartTimeMs"] == "None"  # -1 on the wire
 
     code, out, err = onceflow(
         "transactions", "abort", "--topic", topic, "--partition", "0", "--start-offset", "1", *b
