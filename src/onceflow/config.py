@@ -128,6 +128,7 @@ BROKER_CONFIGS: dict[str, ConfigKey] = _keys(
         "transaction.abort.timed.out.transaction.cleanup.interval.ms", "int", 10_000, minimum=1
     ),
     ConfigKey("transactional.id.expiration.ms", "int", 604_800_000, minimum=1),
+    ConfigKey("transaction.partition.verification.enable", "bool", True),
     ConfigKey("producer.id.expiration.ms", "int", 86_400_000, minimum=1),
     # Listeners and security (docs/security.md); empty listeners: --host/--port, PLAINTEXT.
     ConfigKey("listeners", "string", ""),
@@ -188,8 +189,11 @@ BROKER_CONFIGS.update(
 )
 
 # Broker configs IncrementalAlterConfigs may change at runtime (Kafka's dynamic ones that
-# onceflow reads live: the topic defaults and the cleaner's pause).
-DYNAMIC_BROKER_CONFIGS = frozenset(TOPIC_DEFAULT_FROM_BROKER.values()) | {"log.cleaner.backoff.ms"}
+# onceflow reads live: the topic defaults, the cleaner's pause, KIP-890's verification).
+DYNAMIC_BROKER_CONFIGS = frozenset(TOPIC_DEFAULT_FROM_BROKER.values()) | {
+    "log.cleaner.backoff.ms",
+    "transaction.partition.verification.enable",
+}
 
 
 def parse_value(key: ConfigKey, raw: Any) -> Any:

@@ -30,6 +30,7 @@ from kio.static.primitive import TZAwareMicros, i8, i16, i32, i64
 from onceflow.protocol.client import WireClient
 
 CRC_START = 21  # the CRC-32C covers the batch from its attributes field to the end
+TRANSACTIONAL = 0x10  # the batch attribute bit of a transactional batch
 
 
 def record_batch(
@@ -39,6 +40,7 @@ def record_batch(
     base_sequence: int = -1,
     timestamp_ms: int | None = None,
     keys: list[bytes | None] | None = None,
+    transactional: bool = False,
 ) -> bytes:
     """A v2 batch as a producer sends it (base offset 0), CRC-32C checked here too."""
     stamp = datetime.datetime.now(datetime.UTC)
@@ -49,7 +51,7 @@ def record_batch(
         producer_id=i64(producer_id),
         producer_epoch=i16(producer_epoch),
         base_sequence=i32(base_sequence),
-        attributes=i16(0),
+        attributes=i16(TRANSACTIONAL if transactional else 0),
         records=tuple(
             Record(
                 attributes=i8(0),

@@ -429,6 +429,26 @@ def test_diff_exit_codes_and_no_changes():
     assert (plan.exit_code(), plan.exit_code(detailed=True)) == (0, 2)
 
 
+def test_diff_refuses_to_create_more_replicas_than_brokers_before_deleting():
+    """``orders`` asks for 1 replica: fine on one broker. Declared with 3 on a cluster of
+    2 brokers, it is an error for every command that would create it, and ``reset``
+    plans neither its delete nor its create."""
+    three = {"topics": {"orders": {"partitions": 6, "replication_factor": 3}}}
+    existing = ClusterState({"orders": actual("orders", 6, replication=3)}, brokers=2)
+    plan = diff(load(three), existing, "reset")
+    assert plan.changes == []
+    assert plan.errors == [
+        "orders: replication factor 3 needs 3 brokers, the cluster has 2; Kafka refuses to "
+        "create it (INVALID_REPLICATION_FACTOR)."
+    ]
+    for command in ("migrate", "create"):
+        plan = diff(load(three), ClusterState({}, brokers=2), command)
+        assert (plan.changes, len(plan.errors)) == ([], 1)
+    assert not diff(load(three), ClusterState({}, brokers=3), "migrate").errors
+    assert not diff(load(three), ClusterState({}), "migrate").errors  # brokers unknown
+    assert not diff(load(three), existing, "migrate").errors  # nothing to create
+
+
 def test_diff_refuses_shrinking_and_replication_changes():
     state = ClusterState({"orders": actual("orders", 8, replication=3), "new": actual("new", 2)})
     plan = diff(load(SPEC), state, "migrate")

@@ -115,11 +115,15 @@ def describe_transactions(
     """The described ids; ids no coordinator knows are left out."""
     from kio.schema.describe_transactions.v0.request import DescribeTransactionsRequest
 
+    from onceflow.admin.transaction_wire import DescribeTransactionsResponse
+
     described = {}
     for address in cluster(session, None).brokers.values():
         with session.wire(address) as client:
             response = client.request(
-                DescribeTransactionsRequest, transactional_ids=tuple(transactional_ids)
+                DescribeTransactionsRequest,
+                decode_as=DescribeTransactionsResponse,
+                transactional_ids=tuple(transactional_ids),
             )
         for state in response.transaction_states:
             if ErrorCode(state.error_code).name.upper().endswith("_AUTHORIZATION_FAILED"):
@@ -127,7 +131,7 @@ def describe_transactions(
                 _check(state.error_code, where, session.principal)
             if state.error_code != ErrorCode.none:
                 continue
-            start_ms = int(state.transaction_start_time.timestamp() * 1000)
+            start_ms = int(state.transaction_start_time)
             described[state.transactional_id] = TransactionDescription(
                 transactional_id=state.transactional_id,
                 state=state.transaction_state,
@@ -210,26 +214,6 @@ class OpenTransactions:
 
     hanging: list[ProducerState]
     not_hanging: list[tuple[ProducerState, str]]  # and why it is not listed
-
-
-def find_hanging(
-    session: ClusterSession,
-    *,
-    topic: str | None = None,
-    partition: int | None = None,
-    broker_id: int | None = None,
-    max_transaction_timeout_min: int = DEFAULT_MAX_TRANSACTION_TIMEOUT_MIN,
-    now_ms: int | None = None,
-) -> list[ProducerState]:
-    """Open transactions no coordinator will ever finish, as kafka-transactions finds them."""
-    return find_open_transactions(
-        session,
-        topic=topic,
-        partition=partition,
-        broker_id=broker_id,
-        max_transaction_timeout_min=max_transaction_timeout_min,
-        now_ms=now_ms,
-    ).hanging
 
 
 def find_open_transactions(

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
 from typing import Any
 
 import click
@@ -25,21 +27,43 @@ def _cells(acl: Any) -> tuple[str, ...]:
     )
 
 
-def _resource_options(function: Any) -> Any:
-    options = [
-        click.option("--topic", "topics", multiple=True, help="A topic (repeatable)."),
-        click.option("--group", "groups", multiple=True, help="A consumer group (repeatable)."),
-        click.option(
-            "--transactional-id",
-            "transactional_ids",
-            multiple=True,
-            help="A transactional id (repeatable).",
-        ),
-        click.option("--cluster", is_flag=True, help="The cluster resource (kafka-cluster)."),
-    ]
-    for option in reversed(options):
-        function = option(function)
-    return function
+def _resource_options(required: bool) -> Callable[[Any], Any]:
+    """--topic, --group, --transactional-id and --cluster, given to the command as one
+    ``resources`` list (a usage error when ``required`` and none is given)."""
+
+    def decorate(function: Any) -> Any:
+        @functools.wraps(function)
+        def command(
+            *args: Any,
+            topics: tuple[str, ...],
+            groups: tuple[str, ...],
+            transactional_ids: tuple[str, ...],
+            cluster: bool,
+            **kwargs: Any,
+        ) -> Any:
+            resources = _resources(topics, groups, transactional_ids, cluster)
+            if required and not resources:
+                raise click.UsageError(
+                    "give a resource: --topic, --group, --transactional-id or --cluster"
+                )
+            return function(*args, resources=resources, **kwargs)
+
+        options = [
+            click.option("--topic", "topics", multiple=True, help="A topic (repeatable)."),
+            click.option("--group", "groups", multiple=True, help="A consumer group (repeatable)."),
+            click.option(
+                "--transactional-id",
+                "transactional_ids",
+                multiple=True,
+                help="A transactional id (repeatable).",
+            ),
+            click.option("--cluster", is_flag=True, help="The cluster resource (kafka-cluster)."),
+        ]
+        for option in reversed(options):
+            command = option(command)
+        return command
+
+    return decorate
 
 
 def _principal_options(function: Any) -> Any:
@@ -116,7 +140,7 @@ def acls_command() -> None:
 @acls_command.command("list")
 @cluster_options
 @json_option
-@_resource_options
+@_resource_options(required=False)
 @click.option(
     "--principal",
     "principals",
@@ -128,10 +152,7 @@ def acls_command() -> None:
 def list_command(
     client: ClientSettings,
     as_json: bool,
-    topics: tuple[str, ...],
-    groups: tuple[str, ...],
-    transactional_ids: tuple[str, ...],
-    cluster: bool,
+    resources: list[Resource],
     principals: tuple[str, ...],
     pattern_type: str,
 ) -> None:
@@ -142,7 +163,6 @@ def list_command(
     """
     from onceflow.admin.acls import filters, list_acls
 
-    resources = _resources(topics, groups, transactional_ids, cluster)
     who = [(permission, p) for p in principals for permission in ("allow", "deny")]
     found = list_acls(client.session(), filters(resources, who, (), pattern_type.lower()))
     print_rows(found, as_json, COLUMNS, _cells)
@@ -151,7 +171,7 @@ def list_command(
 @acls_command.command("create")
 @cluster_options
 @json_option
-@_resource_options
+@_resource_options(required=True)
 @_principal_options
 @click.option(
     "--allow-host",
@@ -171,10 +191,7 @@ def list_command(
 def create_command(
     client: ClientSettings,
     as_json: bool,
-    topics: tuple[str, ...],
-    groups: tuple[str, ...],
-    transactional_ids: tuple[str, ...],
-    cluster: bool,
+    resources: list[Resource],
     allow_principals: tuple[str, ...],
     deny_principals: tuple[str, ...],
     operations: tuple[str, ...],
@@ -185,9 +202,6 @@ def create_command(
     """Create ACLs: each principal, host and operation on each resource given."""
     from onceflow.admin.acls import bindings, create_acls
 
-    resources = _resources(topics, groups, transactional_ids, cluster)
-    if not resources:
-        raise click.UsageError("give a resource: --topic, --group, --transactional-id or --cluster")
     who = _principals(allow_principals, deny_principals)
     if not who:
         raise click.UsageError("give --allow-principal or --deny-principal")
@@ -209,17 +223,14 @@ def create_command(
 @acls_command.command("delete")
 @cluster_options
 @json_option
-@_resource_options
+@_resource_options(required=True)
 @_principal_options
 @_pattern_option("literal")
 @click.option("--force", is_flag=True, help="Do not ask for confirmation.")
 def delete_command(
     client: ClientSettings,
     as_json: bool,
-    topics: tuple[str, ...],
-    groups: tuple[str, ...],
-    transactional_ids: tuple[str, ...],
-    cluster: bool,
+    resources: list[Resource],
     allow_principals: tuple[str, ...],
     deny_principals: tuple[str, ...],
     operations: tuple[str, ...],
@@ -230,9 +241,6 @@ def delete_command(
     given (all of them on those resources if none are given)."""
     from onceflow.admin.acls import delete_acls, filters
 
-    resources = _resources(topics, groups, transactional_ids, cluster)
-    if not resources:
-        raise click.UsageError("give a resource: --topic, --group, --transactional-id or --cluster")
     who = _principals(allow_principals, deny_principals)
     try:
         chosen = filters(resources, who, operations, pattern_type.lower())

@@ -9,6 +9,8 @@ from types import FrameType
 
 import click
 
+from onceflow.cli.options import parse_key_values
+
 
 @click.command("kafka-cluster")
 @click.option("--nodes", default=3, show_default=True, help="Combined broker+controller nodes.")
@@ -50,12 +52,7 @@ def kafka_cluster_command(
     from onceflow.kafka_cluster.archive_maker import make_archive
     from onceflow.kafka_cluster.node import find_java
 
-    config = {}
-    for setting in settings:
-        key, separator, value = setting.partition("=")
-        if not separator or not key:
-            raise click.BadParameter(f"{setting!r} is not KEY=VALUE", param_hint="--config")
-        config[key.strip()] = value.strip()
+    config = parse_key_values(settings, "--config")
     try:
         if fetch:
             click.echo(f"Apache Kafka {KAFKA_VERSION} jars: {ensure_jars()}")

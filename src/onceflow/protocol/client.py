@@ -158,8 +158,9 @@ class WireClient:
             data += chunk
         return data
 
-    def request(self, request: Any, **fields: Any) -> Any:
-        """Send a kio request entity (or its class plus fields); return the decoded response."""
+    def request(self, request: Any, *, decode_as: type | None = None, **fields: Any) -> Any:
+        """Send a kio request entity (or its class plus fields); return the decoded response
+        (as ``decode_as``, a dataclass shaped like kio's response class, when given)."""
         if isinstance(request, type):
             request = build(request, **fields)
         cls = type(request)
@@ -179,7 +180,7 @@ class WireClient:
         payload = buffer.getvalue()
         self.send_raw(struct.pack(">i", len(payload)) + payload)
         frame = self.read_frame()
-        response_cls = response_class(cls.__api_key__, cls.__version__)
+        response_cls = decode_as or response_class(cls.__api_key__, cls.__version__)
         correlation_id = struct.unpack_from(">i", frame, 0)[0]
         assert correlation_id == self.correlation_id
         offset = 4

@@ -58,6 +58,7 @@ class Cluster:
         self.timeout = timeout
         self.session = ClusterSession(self.client_config, timeout)
         self.admin: AdminClient = self.session.admin
+        self.brokers: int | None = None  # known once the topics were read
 
     # ------------------------------------------------------------------ reading
 
@@ -68,6 +69,7 @@ class Cluster:
         except AdminError as error:
             reason = str(error).removeprefix(f"cannot reach {self.bootstrap}: ")
             raise ClusterUnreachable(f"cannot reach {self.bootstrap}: {reason}") from None
+        self.brokers = len(metadata.brokers)
         result = {}
         for name, topic in metadata.topics.items():
             if topic.error is not None:
@@ -160,7 +162,7 @@ class Cluster:
                     records,
                     keyed,
                 )
-        return ClusterState(topics)
+        return ClusterState(topics, self.brokers)
 
     # ------------------------------------------------------------------ writing
 

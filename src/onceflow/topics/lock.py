@@ -212,9 +212,12 @@ class ClusterLock:
             holder = self.holder()
             if self._held.is_set():
                 return
-            if self.on_wait is not None and holder != reported:
-                if holder is not None or reported is not None:
-                    self.on_wait(holder)
+            # Someone else holds the lock only if it is announced, or if the group placed
+            # us without partition 0; before that we are still joining (slow on a cluster
+            # that has just created the lock topic), and nobody is to be named.
+            held_elsewhere = holder is not None or self._joined.is_set()
+            if self.on_wait is not None and held_elsewhere and holder != reported:
+                self.on_wait(holder)
                 reported = holder
             now = time.monotonic()
             if now >= deadline and (self._joined.is_set() or holder is not None):

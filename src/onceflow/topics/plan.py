@@ -40,6 +40,7 @@ class ActualTopic:
 @dataclass(frozen=True)
 class ClusterState:
     topics: dict[str, ActualTopic]
+    brokers: int | None = None  # brokers in the cluster's metadata (None: not known)
 
 
 # --------------------------------------------------------------------------- plan items
@@ -149,6 +150,20 @@ def _config_changes(topic: TopicSpec, actual: ActualTopic) -> tuple[ConfigChange
     return tuple(changes)
 
 
+def _check_creatable(plan: Plan, topic: TopicSpec, state: ClusterState) -> bool:
+    """False, with an error in the plan, when the cluster has too few brokers for the
+    declared replication factor: caught before anything changes (``reset`` would
+    otherwise delete the topic and then have its creation refused)."""
+    wanted, brokers = topic.replication_factor, state.brokers
+    if wanted is None or brokers is None or wanted <= brokers:
+        return True
+    plan.errors.append(
+        f"{topic.name}: replication factor {wanted} needs {wanted} brokers, the cluster "
+        f"has {brokers}; Kafka refuses to create it (INVALID_REPLICATION_FACTOR)."
+    )
+    return False
+
+
 def diff(
     spec: Spec,
     state: ClusterState,
@@ -170,13 +185,15 @@ def diff(
                 plan.changes.append(DeleteTopic(topic.name, actual.partitions))
             continue
         if effective == "reset":
-            if actual is not None:
-                plan.changes.append(DeleteTopic(topic.name, actual.partitions))
-            plan.changes.append(CreateTopic(topic))
+            if _check_creatable(plan, topic, state):
+                if actual is not None:
+                    plan.changes.append(DeleteTopic(topic.name, actual.partitions))
+                plan.changes.append(CreateTopic(topic))
             continue
         if actual is None:
             if effective in ("migrate", "create"):
-                plan.changes.append(CreateTopic(topic))
+                if _check_creatable(plan, topic, state):
+                    plan.changes.append(CreateTopic(topic))
             else:
                 plan.notes.append(f"{topic.name}: does not exist (create it with migrate)")
             continue

@@ -55,13 +55,15 @@ async def produce(ctx: RequestContext, request: Any) -> Any:
                         raise KafkaError(ErrorCode.invalid_record, _summary(record_errors))
                 if header.is_transactional or request.transactional_id is not None:
                     transactions = broker.transactions
-                    if ctx.version >= IMPLICIT_ADD_PARTITIONS:
+                    implicit = ctx.version >= IMPLICIT_ADD_PARTITIONS
+                    if implicit:
                         await transactions.add_produce_partition(
                             request.transactional_id, header, topic_data.name, data.index
                         )
-                    transactions.verify_produce(
-                        request.transactional_id, header, topic_data.name, data.index
-                    )
+                    if implicit or broker.config["transaction.partition.verification.enable"]:
+                        transactions.verify_produce(
+                            request.transactional_id, header, topic_data.name, data.index
+                        )
                 result = partition.append_client_batch(data.records, header)
                 base_offset = result.base_offset
                 append_time = result.log_append_time

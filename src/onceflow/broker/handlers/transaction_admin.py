@@ -14,9 +14,8 @@ from onceflow.protocol.errors import ErrorCode, ErrorOutcome
 
 
 def from_millis(timestamp_ms: int) -> datetime.datetime:
-    """A start time for the wire. Kafka sends -1 for "none"; kio cannot decode negative
-    timestamps, so onceflow sends the epoch (0) instead."""
-    return datetime.datetime.fromtimestamp(max(timestamp_ms, 0) / 1000, datetime.UTC)
+    """A start time for the wire; -1 (no transaction open) as Kafka sends it."""
+    return datetime.datetime.fromtimestamp(timestamp_ms / 1000, datetime.UTC)
 
 
 def _or_minus_one(offset: int | None) -> int:
