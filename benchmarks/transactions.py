@@ -86,6 +86,7 @@ PRODUCER_CONFIG = {
     "queue.buffering.max.messages": 500_000,
 }
 
+
 @dataclass
 class Copy:
     """One timed copy: records copied, seconds, commits made and the time spent in them."""
@@ -99,6 +100,7 @@ class Copy:
     def rate(self) -> float:
         return self.records / self.seconds
 
+
 @dataclass
 class Results:
     runs: dict[str, list[Copy]] = field(default_factory=lambda: {mode: [] for mode in MODES})
@@ -106,7 +108,9 @@ class Results:
     def median_rate(self, mode: str) -> float:
         return statistics.median(copy.rate for copy in self.runs[mode])
 
+
 # -- topics -------------------------------------------------------------------------------
+
 
 def fill(bootstrap: str, topic: str, partitions: int, records: int, value_bytes: int) -> None:
     """Write the input: ``records`` records spread evenly over the partitions (not timed)."""
@@ -124,6 +128,7 @@ def fill(bootstrap: str, topic: str, partitions: int, records: int, value_bytes:
     if producer.flush(120):
         raise RuntimeError(f"could not fill {topic}")
 
+
 def end_offsets(bootstrap: str, topic: str, partitions: int) -> list[int]:
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "transactions-bench-end"})
     try:
@@ -134,11 +139,14 @@ def end_offsets(bootstrap: str, topic: str, partitions: int) -> list[int]:
     finally:
         consumer.close()
 
+
 # -- the copy -----------------------------------------------------------------------------
+
 
 def positions(consumer: Consumer) -> list[TopicPartition]:
     """Next offset to read for every assigned partition that has been read from."""
     return [tp for tp in consumer.position(consumer.assignment()) if tp.offset >= 0]
+
 
 def copy(
     bootstrap: str,
@@ -216,6 +224,7 @@ def copy(
         raise RuntimeError(f"{mode}: copied {copied} records, expected {records}")
     return Copy(copied, elapsed, commits, commit_seconds)
 
+
 def check(bootstrap: str, copy_: Copy, mode: str, source: str, target: str, group: str,
           partitions: int) -> None:  # fmt: skip
     """The group committed the end of the input; the output holds every record."""
@@ -234,6 +243,7 @@ def check(bootstrap: str, copy_: Copy, mode: str, source: str, target: str, grou
     if written < copy_.records or (mode == "at-least-once" and written != copy_.records):
         raise RuntimeError(f"{mode}: output holds {written} offsets for {copy_.records} records")
 
+
 def run_copy(bootstrap: str, mode: str, source: str, partitions: int, records: int,
              interval: float) -> Copy:  # fmt: skip
     suffix = uuid.uuid4().hex[:8]
@@ -244,14 +254,18 @@ def run_copy(bootstrap: str, mode: str, source: str, partitions: int, records: i
     delete_topics(bootstrap, [target])
     return result
 
+
 def load() -> str:
     one, five, _ = os.getloadavg()
     return f"load average {one:.2f} (1 min), {five:.2f} (5 min) on {os.cpu_count()} CPUs"
 
+
 def per_commit_ms(copy_: Copy) -> float:
     return copy_.commit_seconds / max(copy_.commits, 1) * 1000
 
+
 # -- main ---------------------------------------------------------------------------------
+
 
 def print_results(name: str, results: Results) -> None:
     print(f"{name}:")
@@ -283,16 +297,16 @@ def print_results(name: str, results: Results) -> None:
         f"(min {min(paired):.2f}x, max {max(paired):.2f}x)"
     )
 
+
 def print_engine_ratios(ours: Results, theirs: Results, peer: str) -> None:
     for mode in MODES:
         ratio = ours.median_rate(mode) / theirs.median_rate(mode)
-        paired = [
-            a.rate / b.rate for a, b in zip(ours.runs[mode], theirs.runs[mode], strict=True)
-        ]
+        paired = [a.rate / b.rate for a, b in zip(ours.runs[mode], theirs.runs[mode], strict=True)]
         print(
             f"onceflow/{peer} {mode}: {ratio:.2f}x (within repetitions median "
             f"{statistics.median(paired):.2f}x, min {min(paired):.2f}x, max {max(paired):.2f}x)"
         )
+
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -372,6 +386,7 @@ def main() -> int:
             print_engine_ratios(results["onceflow"], results[engine.name], engine.name)
     print(f"machine load at end: {load()}")
     return 0
+
 
 if __name__ == "__main__":
     sys.exit(main())
