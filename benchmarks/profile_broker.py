@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import linecache
 import shutil
 import subprocess
 import sys
@@ -34,21 +35,23 @@ from broker_throughput import PARTITIONS, consume, produce, start_onceflow
 # (bucket, substrings of a frame "function (file:line)"); the first bucket found in a
 # stack, from its innermost frame outwards, takes the sample.
 BUCKETS = (
-    ("fsync", ("fsync", "fdatasync")),
-    ("socket write", ("sock_send", "_write_send", "write (asyncio/selector_events", "writelines")),
-    ("socket read", ("recv_into", "_read_ready", "get_buffer", "buffer_updated")),
-    ("log append / index", ("/log/", "append", "segment")),
-    ("fetch read", ("fetch", "read_range", "pread", "sendfile")),
-    ("protocol decode/encode", ("/protocol/", "decode", "encode", "struct")),
+    ("fsync (the fsync pool)", ("fsync", "fdatasync", "durability.py", "durable_offsets.py")),
+    ("socket I/O (asyncio transports)", ("selector_events.py", "sock_send", "recv_into")),
+    ("log: append, read, index", ("onceflow/log/",)),
+    ("protocol encode/decode", ("onceflow/protocol/",)),
+    ("produce handler", ("handlers/produce.py", "producing.py")),
+    ("fetch handler", ("handlers/fetch.py",)),
+    ("connection, framing, dispatch", ("broker/connection.py", "broker/framing.py", "broker/")),
     ("asyncio machinery", ("asyncio/",)),
 )
 
 
-def record(pid: int, output: Path, action) -> None:
+def record(pid: int, output: Path, action, idle: bool = False) -> None:
+    """Run ``action`` while py-spy samples ``pid``; ``idle``: sample waiting threads too."""
     spy = shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy")
     recorder = subprocess.Popen(
         [spy, "record", "--pid", str(pid), "--threads", "--rate", "200", "--format", "raw",
-         "--output", str(output), "--nonblocking"],
+         "--output", str(output), "--nonblocking", *(["--idle"] if idle else [])],
         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
     try:
@@ -67,6 +70,19 @@ def read_stacks(path: Path) -> list[tuple[list[str], int]]:
         if frames and count.isdigit():
             stacks.append((frames.split(";"), int(count)))
     return stacks
+
+
+def source_line(frame: str) -> str:
+    """The source text of a frame ``function (path:line)``, found along ``sys.path``."""
+    location = frame.rpartition(" (")[2].rstrip(")")
+    path, _, line = location.rpartition(":")
+    if not line.isdigit():
+        return ""
+    for root in ["", *sys.path]:
+        candidate = Path(root) / path
+        if candidate.is_file():
+            return linecache.getline(str(candidate), int(line)).strip()[:70]
+    return ""
 
 
 def within(stacks: list[tuple[list[str], int]], marker: str) -> list[tuple[list[str], int]]:
@@ -106,7 +122,7 @@ def summarize(
                 bucket = found
                 break
         buckets[bucket] += count
-    print(f"\n== {phase}: {total} samples (200/s; not idle) ==")
+    print(f"\n== {phase}: {total} samples (200/s) ==")
     print("threads:")
     for thread, count in threads.most_common(8):
         print(f"  {count / total:6.1%}  {thread}")
@@ -115,7 +131,7 @@ def summarize(
         print(f"  {count / total:6.1%}  {bucket}")
     print(f"top {top} by own samples:")
     for frame, count in own.most_common(top):
-        print(f"  {count / total:6.1%}  {frame}")
+        print(f"  {count / total:6.1%}  {frame}  | {source_line(frame)}")
     print(f"top {top} inclusive:")
     for frame, count in inclusive.most_common(top):
         print(f"  {count / total:6.1%}  {frame}")

@@ -6,10 +6,11 @@ One embedded onceflow broker. For each of the Runner's ``kafka_transactions`` an
 ``at_least_once`` (kafka workload of benchmarks/patterns.py: decode the JSON event,
 produce it to an output topic) and the hand-written confluent-kafka loops of the same
 shape, the input topic is filled first (not profiled), then this process is recorded with
-py-spy (``--threads``, 200 samples/s, idle not sampled) while the loop runs. Time inside
+py-spy (``--threads --idle``, 200 samples/s: a wall-clock profile, waits included) while
+the loop runs; only the samples inside the loop are kept. Time inside
 confluent-kafka's C calls is charged to the Python line that made the call (py-spy sees
 Python frames), so "consume", "produce", "commit_transaction" in the tables below include
-librdkafka's work and waits in this thread.
+librdkafka's work and the waits for the broker in this thread.
 
 Printed per loop: records/s, samples per thread, the buckets (the client's calls, JSON
 decoding, the Runner's per-record work, the rest) and the functions with the most samples
@@ -82,7 +83,7 @@ def main() -> int:
             def loop(f=function, a=call_args, k=settings, into=rate) -> None:
                 into["r"] = f(*a, **k)
 
-            record(os.getpid(), output, loop)
+            record(os.getpid(), output, loop, idle=True)
             stacks = within(read_stacks(output), marker)
             summarize(f"{label} ({rate['r']:,.0f} records/s)", stacks, args.top, BUCKETS)
             if args.keep:
