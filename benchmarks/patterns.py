@@ -412,7 +412,12 @@ def main() -> int:
     for a, b in RATIOS:
         x, y = results.get(a), results.get(b)
         if isinstance(x, float) and isinstance(y, float):
-            print(f"  {a} / {b}: {x / y:.2f}")
+            paired = ""
+            if len(rates.get(a, [])) == len(rates.get(b, [])) > 1:  # run r of both: same round
+                within = [p / q for p, q in zip(rates[a], rates[b], strict=True)]
+                paired = (f" (within rounds median {statistics.median(within):.2f},"
+                          f" {min(within):.2f}-{max(within):.2f})")  # fmt: skip
+            print(f"  {a} / {b}: {x / y:.2f}{paired}")
         elif a in chosen and b in chosen:
             print(f"  {a} / {b}: n/a")
     print(f"machine load at end: {load()}")
