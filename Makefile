@@ -129,7 +129,7 @@ bench: venv system-deps kafka-jars $(VENV)/.bench-installed .venv-quix/bin/pytho
 		--records 500000 --repeat 3
 	$(BIN)/python benchmarks/spark_pipeline.py
 	$(BIN)/python benchmarks/profile_broker.py --records $(BENCH_RECORDS)
-	$(BIN)/python benchmarks/profile_runner.py --records 20000
+	$(BIN)/python benchmarks/profile_runner.py --records 100000
 
 clean:
 	rm -rf $(VENV) .venv-quix $(SPARK_CONNECTOR_VENV) .demo .pytest_cache
