@@ -221,13 +221,14 @@ def run_handwritten(
 
 QUIX_SCRIPT = textwrap.dedent(
     """
-    import json, sys, time
+    import json, shutil, sys, tempfile, time
     from quixstreams import Application
     bootstrap, source, target, records, guarantee = sys.argv[1:6]
     records = int(records)
     app = Application(broker_address=bootstrap, consumer_group="quix-" + source,
                       auto_offset_reset="earliest", processing_guarantee=guarantee,
-                      loglevel="WARNING", auto_create_topics=False)
+                      loglevel="WARNING", auto_create_topics=False,
+                      state_dir=(state_dir := tempfile.mkdtemp(prefix="quix-state-")))
     state = {"count": 0, "first": 0.0}
     def count(value):
         if state["count"] == 0:
@@ -240,6 +241,7 @@ QUIX_SCRIPT = textwrap.dedent(
     sdf = sdf.apply(count)
     sdf.to_topic(app.topic(target, value_serializer="json"))
     app.run()
+    shutil.rmtree(state_dir, ignore_errors=True)
     print(json.dumps({"count": state["count"],
                       "rate": state["count"] / (time.perf_counter() - state["first"])}))
     """
