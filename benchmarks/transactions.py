@@ -3,10 +3,15 @@
     python benchmarks/transactions.py [--records 500000] [--repeat 7] [--partitions 4]
                                       [--commit-interval-ms 100] [--value-bytes 100]
                                       [--warmup 20000] [--bootstrap HOST:PORT]
+                                      [--engines onceflow,kafka,kafka-fsync]
 
 One embedded onceflow broker (``python -m onceflow broker`` on a temporary data directory,
 default settings: ``log.flush.policy=always``, so every acks=all answer, offset commit and
-transaction state change is fsynced) unless ``--bootstrap`` is given. An input topic of
+transaction state change is fsynced) unless ``--bootstrap`` is given; with ``--engines``
+also Apache Kafka, one node with its defaults (``kafka``) and one with an fsync before
+every answer (``kafka-fsync``), as bench_engines.py describes, all running at once: every
+repetition then runs both modes on every engine, the engines' order rotating, and the
+ratio onceflow/peer of each mode is printed. On each engine an input topic of
 ``--partitions`` partitions is filled once with ``--records`` small records (8-byte key,
 ``--value-bytes`` value; not timed). Every repetition then copies the whole input twice,
 to a fresh output topic with a fresh consumer group each time, once per mode, in
@@ -54,10 +59,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from bench_engines import Engine, parse_engines, start_engine
 from bench_topics import create_topics, delete_topics
 from confluent_kafka import Consumer, Producer, TopicPartition
-
-from onceflow.broker.process import BrokerProcess
 
 KEY_BYTES = 8
 MODES = ("transactional", "at-least-once")
@@ -263,62 +267,10 @@ def per_commit_ms(copy_: Copy) -> float:
 # -- main ---------------------------------------------------------------------------------
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--records", type=int, default=500_000, help="records per copy")
-    parser.add_argument("--repeat", type=int, default=7, help="repetitions (median reported)")
-    parser.add_argument("--partitions", type=int, default=4, help="input/output partitions")
-    parser.add_argument("--commit-interval-ms", type=int, default=100, help="commit cadence")
-    parser.add_argument("--value-bytes", type=int, default=100, help="record value size")
-    parser.add_argument("--warmup", type=int, default=20_000, help="warm-up records per mode")
-    parser.add_argument("--bootstrap", help="use this broker instead of an embedded one")
-    args = parser.parse_args()
-    interval = args.commit_interval_ms / 1000
-
-    work = Path(tempfile.mkdtemp(prefix="transactions-bench-"))
-    broker = None
-    results = Results()
-    try:
-        bootstrap = args.bootstrap
-        if bootstrap is None:
-            broker = BrokerProcess(work / "data", log_path=work / "broker.log").start()
-            bootstrap = broker.bootstrap
-        source = f"input-{uuid.uuid4().hex[:8]}"
-        create_topics(bootstrap, [source], args.partitions)
-        fill(bootstrap, source, args.partitions, args.records, args.value_bytes)
-        print(
-            f"{args.records:,} records ({KEY_BYTES}-byte key, {args.value_bytes}-byte value) on "
-            f"{args.partitions} partitions, commit every {args.commit_interval_ms} ms, "
-            f"{args.repeat} repetitions; broker {bootstrap}",
-            flush=True,
-        )
-        print(f"machine load at start: {load()}", flush=True)
-        if args.warmup:
-            warm = f"warmup-{uuid.uuid4().hex[:8]}"
-            create_topics(bootstrap, [warm], args.partitions)
-            fill(bootstrap, warm, args.partitions, args.warmup, args.value_bytes)
-            for mode in MODES:
-                run_copy(bootstrap, mode, warm, args.partitions, args.warmup, interval)
-            delete_topics(bootstrap, [warm])
-        for repetition in range(args.repeat):
-            order = MODES if repetition % 2 == 0 else tuple(reversed(MODES))
-            line = []
-            for mode in order:
-                result = run_copy(bootstrap, mode, source, args.partitions, args.records, interval)
-                results.runs[mode].append(result)
-                line.append(
-                    f"{mode} {result.rate:9,.0f} rec/s ({result.seconds:5.2f} s, "
-                    f"{result.commits} commits of {per_commit_ms(result):4.1f} ms)"
-                )
-            print(f"repetition {repetition + 1}/{args.repeat}: " + " | ".join(line), flush=True)
-    finally:
-        if broker is not None:
-            broker.stop()
-        shutil.rmtree(work, ignore_errors=True)
-
-    print()
+def print_results(name: str, results: Results) -> None:
+    print(f"{name}:")
     print(
-        f"{'mode':15s} {'records/s median':>16s} {'(min-max)':>22s} {'commits':>8s}"
+        f"  {'mode':15s} {'records/s median':>16s} {'(min-max)':>22s} {'commits':>8s}"
         f" {'ms/commit':>10s} {'in commits':>11s}"
     )
     for mode in MODES:
@@ -328,12 +280,12 @@ def main() -> int:
         per_commit = statistics.median(per_commit_ms(copy_) for copy_ in runs)
         share = statistics.median(copy_.commit_seconds / copy_.seconds for copy_ in runs)
         print(
-            f"{mode:15s} {statistics.median(rates):16,.0f} "
+            f"  {mode:15s} {statistics.median(rates):16,.0f} "
             f"({min(rates):9,.0f}-{max(rates):9,.0f}) {commits:8.0f} {per_commit:10.1f}"
             f" {share:11.0%}"
         )
     ratio = results.median_rate("transactional") / results.median_rate("at-least-once")
-    print(f"transactional/at-least-once: {ratio:.2f}x, overhead of transactions {1 - ratio:.1%}")
+    print(f"  transactional/at-least-once: {ratio:.2f}x, overhead of transactions {1 - ratio:.1%}")
     paired = [
         ours.rate / theirs.rate
         for ours, theirs in zip(
@@ -341,9 +293,97 @@ def main() -> int:
         )
     ]
     print(
-        f"  ratio within each repetition: median {statistics.median(paired):.2f}x "
+        f"    ratio within each repetition: median {statistics.median(paired):.2f}x "
         f"(min {min(paired):.2f}x, max {max(paired):.2f}x)"
     )
+
+
+def print_engine_ratios(ours: Results, theirs: Results, peer: str) -> None:
+    for mode in MODES:
+        ratio = ours.median_rate(mode) / theirs.median_rate(mode)
+        paired = [a.rate / b.rate for a, b in zip(ours.runs[mode], theirs.runs[mode], strict=True)]
+        print(
+            f"onceflow/{peer} {mode}: {ratio:.2f}x (within repetitions median "
+            f"{statistics.median(paired):.2f}x, min {min(paired):.2f}x, max {max(paired):.2f}x)"
+        )
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--records", type=int, default=500_000, help="records per copy")
+    parser.add_argument("--repeat", type=int, default=7, help="repetitions (median reported)")
+    parser.add_argument("--partitions", type=int, default=4, help="input/output partitions")
+    parser.add_argument("--commit-interval-ms", type=int, default=100, help="commit cadence")
+    parser.add_argument("--value-bytes", type=int, default=100, help="record value size")
+    parser.add_argument("--warmup", type=int, default=20_000, help="warm-up records per mode")
+    parser.add_argument("--bootstrap", help="use this broker instead of an embedded one")
+    parser.add_argument(
+        "--engines",
+        default="onceflow",
+        help="brokers to start and compare (comma-separated: onceflow, kafka, kafka-fsync)",
+    )
+    args = parser.parse_args()
+    interval = args.commit_interval_ms / 1000
+
+    work = Path(tempfile.mkdtemp(prefix="transactions-bench-"))
+    engines: list[Engine] = []
+    results: dict[str, Results] = {}
+    try:
+        if args.bootstrap is not None:
+            engines = [Engine("given", args.bootstrap, 0, lambda: None)]
+        else:
+            engines = [start_engine(name, work) for name in parse_engines(args.engines)]
+        sources: dict[str, str] = {}
+        for engine in engines:
+            results[engine.name] = Results()
+            sources[engine.name] = f"input-{uuid.uuid4().hex[:8]}"
+            create_topics(engine.bootstrap, [sources[engine.name]], args.partitions)
+            fill(engine.bootstrap, sources[engine.name], args.partitions, args.records,
+                 args.value_bytes)  # fmt: skip
+        print(
+            f"{args.records:,} records ({KEY_BYTES}-byte key, {args.value_bytes}-byte value) on "
+            f"{args.partitions} partitions, commit every {args.commit_interval_ms} ms, "
+            f"{args.repeat} repetitions; "
+            + ", ".join(f"{engine.name} at {engine.bootstrap}" for engine in engines),
+            flush=True,
+        )
+        print(f"machine load at start: {load()}", flush=True)
+        if args.warmup:
+            for engine in engines:
+                warm = f"warmup-{uuid.uuid4().hex[:8]}"
+                create_topics(engine.bootstrap, [warm], args.partitions)
+                fill(engine.bootstrap, warm, args.partitions, args.warmup, args.value_bytes)
+                for mode in MODES:
+                    run_copy(engine.bootstrap, mode, warm, args.partitions, args.warmup,
+                             interval)  # fmt: skip
+                delete_topics(engine.bootstrap, [warm])
+        for repetition in range(args.repeat):
+            order = MODES if repetition % 2 == 0 else tuple(reversed(MODES))
+            shift = repetition % len(engines)
+            line = []
+            for engine in engines[shift:] + engines[:shift]:
+                for mode in order:
+                    result = run_copy(engine.bootstrap, mode, sources[engine.name],
+                                      args.partitions, args.records, interval)  # fmt: skip
+                    results[engine.name].runs[mode].append(result)
+                    line.append(
+                        f"{engine.name} {mode} {result.rate:9,.0f} rec/s ({result.seconds:5.2f}"
+                        f" s, {result.commits} commits of {per_commit_ms(result):4.1f} ms)"
+                    )
+            print(f"repetition {repetition + 1}/{args.repeat}:", flush=True)
+            for entry in line:
+                print(f"  {entry}", flush=True)
+    finally:
+        for engine in engines:
+            engine.stop()
+        shutil.rmtree(work, ignore_errors=True)
+
+    print()
+    for engine in engines:
+        print_results(engine.name, results[engine.name])
+    for engine in engines:
+        if engine.name != "onceflow" and "onceflow" in results:
+            print_engine_ratios(results["onceflow"], results[engine.name], engine.name)
     print(f"machine load at end: {load()}")
     return 0
 
