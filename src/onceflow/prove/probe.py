@@ -1,0 +1,99 @@
+"""Watch a running pipeline from outside: how many output records exist now, and whether
+some consumer group has committed the whole input.
+
+Used to time command-mode kills (a kill lands once the outputs grew, i.e. while the
+pipeline is making progress, never during its start-up) and to tell when it has drained.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+from onceflow.prove.outputs import Output
+
+
+class OutputProbe:
+    def __init__(self, outputs: list[Output], bootstrap: str, database: Path | None) -> None:
+        from confluent_kafka import Consumer
+
+        self.outputs = outputs
+        self.bootstrap = bootstrap
+        self.database = database
+        self._consumer = Consumer(
+            {"bootstrap.servers": bootstrap, "group.id": "onceflow-prove-probe",
+             "enable.auto.commit": False, "log_level": 0}
+        )  # fmt: skip
+        self._partitions: dict[str, list[int]] = {}
+
+    def count(self) -> int:
+        """Output records written so far (topics: uncommitted ones included)."""
+        return sum(self._count(output) for output in self.outputs)
+
+    def _count(self, output: Output) -> int:
+        if output.kind == "table":
+            return self._rows(output.name)
+        from confluent_kafka import KafkaException, TopicPartition
+
+        try:
+            partitions = self._topic_partitions(output.name)
+            return sum(
+                self._consumer.get_watermark_offsets(TopicPartition(output.name, p), 2)[1]
+                for p in partitions
+            )
+        except KafkaException:
+            return 0
+
+    def _topic_partitions(self, topic: str) -> list[int]:
+        if topic not in self._partitions:
+            metadata = self._consumer.list_topics(topic, timeout=5).topics.get(topic)
+            if metadata is None or metadata.error is not None:
+                return []
+            self._partitions[topic] = sorted(metadata.partitions)
+        return self._partitions[topic]
+
+    def _rows(self, table: str) -> int:
+        if self.database is None or not self.database.exists():
+            return 0
+        try:
+            with sqlite3.connect(f"file:{self.database}?mode=ro", uri=True, timeout=1) as db:
+                quoted = '"' + table.replace('"', '""') + '"'
+                return int(db.execute(f"SELECT count(*) FROM {quoted}").fetchone()[0])
+        except sqlite3.Error:
+            return 0
+
+    def close(self) -> None:
+        self._consumer.close()
+
+
+def group_committed_to_end(bootstrap: str, topic: str) -> bool:
+    """Has any consumer group committed offsets at the end of every partition of topic?"""
+    from confluent_kafka import ConsumerGroupTopicPartitions, KafkaException, TopicPartition
+    from confluent_kafka.admin import AdminClient, OffsetSpec
+
+    admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 0})
+    try:
+        metadata = admin.list_topics(topic, timeout=5).topics.get(topic)
+        if metadata is None or metadata.error is not None:
+            return False
+        partitions = [TopicPartition(topic, p) for p in metadata.partitions]
+        ends = {
+            tp.partition: future.result().offset
+            for tp, future in admin.list_offsets(
+                {tp: OffsetSpec.latest() for tp in partitions}, request_timeout=5
+            ).items()
+        }
+        groups = admin.list_consumer_groups(request_timeout=5).result().valid
+        for group in groups:
+            if group.group_id.startswith("onceflow-"):
+                continue
+            request = [ConsumerGroupTopicPartitions(group.group_id, partitions)]
+            result = admin.list_consumer_group_offsets(request, request_timeout=5)
+            committed = result[group.group_id].result().topic_partitions
+            if committed and all(
+                tp.offset >= ends.get(tp.partition, 0) and tp.error is None for tp in committed
+            ):
+                return True
+    except KafkaException:
+        return False
+    return False
