@@ -1,5 +1,6 @@
-"""Correct: the order row and the event id commit in one database transaction
-(pattern inbox: the event id is claimed in the same transaction). `onceflow prove` says: exactly-once held."""
+"""Correct: the order row and the event id commit in one database transaction (pattern
+inbox: a redelivered event's id is already claimed, so it is skipped). `onceflow prove`
+says: exactly-once held."""
 
 from onceflow.patterns import Record
 from onceflow.patterns.runner import Context

@@ -75,7 +75,7 @@ def prove_command() -> None:
 @prove_command.command("runner")
 @click.argument("handler", metavar="MODULE:HANDLER")
 @click.option("--config", required=True, type=click.Path(dir_okay=False, path_type=Path),
-              help="runner.toml: [runner] RunnerConfig settings, [prove] outputs and mapping.")  # fmt: skip
+              help="runner.toml: [runner] RunnerConfig settings, [prove] outputs.")  # fmt: skip
 @click.option("--kills-per-step", type=click.IntRange(1), default=None,
               help="Kills at each crash point (default 2, 1 with --quick).")  # fmt: skip
 @proof_options
@@ -88,7 +88,7 @@ def prove_runner(handler: str, config: Path, kills_per_step: int | None, **optio
     "command", context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False}
 )
 @click.option("--database", is_flag=True,
-              help="Give the pipeline a fresh SQLite database ($ONCEFLOW_DATABASE_URL).")  # fmt: skip
+              help="Give the pipeline a fresh SQLite file ($ONCEFLOW_DATABASE_URL).")  # fmt: skip
 @click.option("--kills-per-trial", "command_kills", type=click.IntRange(1), default=None,
               help="Kills in each schedule (default 6, 3 with --quick).")  # fmt: skip
 @proof_options

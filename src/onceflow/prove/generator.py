@@ -9,6 +9,8 @@ audit can check per-key order.
 from __future__ import annotations
 
 import json
+import threading
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -33,8 +35,11 @@ def input_records(count: int, keys: int) -> Iterator[InputRecord]:
         seqs[k] += 1
 
 
-def produce_input(bootstrap: str, topic: str, count: int, keys: int) -> int:
-    """Write the records (idempotent producer, acks=all); returns how many were written."""
+def produce_input(
+    bootstrap: str, topic: str, count: int, keys: int, rate: float | None = None
+) -> int:
+    """Write the records (idempotent producer, acks=all), all at once or ``rate`` records
+    per second; returns how many were written."""
     from confluent_kafka import Producer
 
     producer = Producer(
@@ -47,9 +52,41 @@ def produce_input(bootstrap: str, topic: str, count: int, keys: int) -> int:
         if error is not None:
             failures.append(str(error))
 
-    for record in input_records(count, keys):
+    started = time.monotonic()
+    for n, record in enumerate(input_records(count, keys)):
+        if rate is not None:
+            delay = started + n / rate - time.monotonic()
+            if delay > 0:
+                producer.flush(delay)  # sends what is due meanwhile
+                time.sleep(max(0.0, started + n / rate - time.monotonic()))
         producer.produce(topic, record.value(), record.key.encode(), on_delivery=delivered)
         producer.poll(0)
     if producer.flush(30) or failures:
         raise ProveError(f"could not write the input to {topic!r}: {failures[:1] or 'timeout'}")
     return count
+
+
+class InputFeeder:
+    """Writes the input at a steady rate in a background thread, so that a command-mode
+    pipeline keeps making progress across its lives (kills land mid-stream)."""
+
+    def __init__(self, bootstrap: str, topic: str, count: int, keys: int, rate: float) -> None:
+        self.done = threading.Event()
+        self.error: ProveError | None = None
+        self._thread = threading.Thread(
+            target=self._run, args=(bootstrap, topic, count, keys, rate), daemon=True
+        )
+        self._thread.start()
+
+    def _run(self, bootstrap: str, topic: str, count: int, keys: int, rate: float) -> None:
+        try:
+            produce_input(bootstrap, topic, count, keys, rate)
+        except ProveError as error:
+            self.error = error
+        finally:
+            self.done.set()
+
+    def join(self) -> None:
+        self._thread.join()
+        if self.error is not None:
+            raise self.error

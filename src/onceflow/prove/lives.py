@@ -22,7 +22,7 @@ from onceflow.prove.errors import ProveError
 from onceflow.prove.probe import OutputProbe
 from onceflow.prove.schedule import PROGRESS, Kill
 
-POLL_S = 0.02
+POLL_S = 0.001
 CRASH_LINE = re.compile(r"onceflow crash point: SIGKILL at (\w+) #(\d+)")
 
 
@@ -104,19 +104,22 @@ class Life:
         """(kill landed, exit code)."""
         last_count, last_change = before, time.monotonic()
         started = last_change
+        armed = False  # the outputs grew enough: kill on the next write
         while True:
             code = process.poll()
             if code is not None:
                 return False, code
             time.sleep(POLL_S)
+            if armed and self.probe.written():
+                return True, self._kill(process)
             count = self.probe.count()
             now = time.monotonic()
             if count != last_count:
                 last_count, last_change = count, now
             if kill is not None and kill.step == PROGRESS and count - before >= kill.occurrence:
-                os.killpg(process.pid, signal.SIGKILL)
-                process.wait()
-                return True, process.returncode
+                if not self.probe.sees_writes:
+                    return True, self._kill(process)
+                armed = True
             quiet = now - last_change
             settled = quiet >= self.limits.settle_s and (kill is None or kill.step == PROGRESS)
             if settled and self.drained():
@@ -131,6 +134,11 @@ class Life:
                     f"the pipeline never drained its input: no output for "
                     f"{self.limits.stall_s:.0f} s with input left (see {self.log_path})"
                 )
+
+    @staticmethod
+    def _kill(process: subprocess.Popen[bytes]) -> int:
+        os.killpg(process.pid, signal.SIGKILL)
+        return process.wait()
 
     @staticmethod
     def _stop(process: subprocess.Popen[bytes]) -> int | None:

@@ -25,10 +25,50 @@ class OutputProbe:
              "enable.auto.commit": False, "log_level": 0}
         )  # fmt: skip
         self._partitions: dict[str, list[int]] = {}
+        self._tables_only = all(output.kind == "table" for output in outputs)
+        self._last: tuple[tuple[int, int], ...] | None = None
+        self._count_cache = 0
+        self._rows_seen: dict[str, int] = {}  # last good count per table
 
     def count(self) -> int:
-        """Output records written so far (topics: uncommitted ones included)."""
-        return sum(self._count(output) for output in self.outputs)
+        """Output records written so far (topics: uncommitted ones included). With table
+        outputs only, the tables are counted again only when the database files changed
+        (a stat is cheap: it lets the watcher look every millisecond)."""
+        if self._tables_only:
+            stamp = self._stamp()
+            if stamp == self._last and self._count_cache >= 0:
+                return self._count_cache
+            self._last = stamp
+        self._count_cache = sum(self._count(output) for output in self.outputs)
+        return self._count_cache
+
+    @property
+    def sees_writes(self) -> bool:
+        """Can ``written()`` tell the instant a write lands (table outputs only)?"""
+        return self._tables_only
+
+    def written(self) -> bool:
+        """Did a transaction commit since the last look? (no query: stats) In WAL mode a
+        commit appends to the -wal file; with a rollback journal it ends when the journal
+        goes away, so a change while the journal exists is not a commit yet."""
+        stamp = self._stamp()
+        if stamp == self._last:
+            return False
+        self._last = stamp
+        self._count_cache = -1  # counted again on the next count()
+        assert self.database is not None
+        return not self.database.with_name(self.database.name + "-journal").exists()
+
+    def _stamp(self) -> tuple[tuple[int, int], ...]:
+        assert self.database is not None
+        stamps = []
+        for path in (self.database, self.database.with_name(self.database.name + "-wal")):
+            try:
+                status = path.stat()
+                stamps.append((status.st_mtime_ns, status.st_size))
+            except OSError:
+                stamps.append((0, 0))
+        return tuple(stamps)
 
     def _count(self, output: Output) -> int:
         if output.kind == "table":
@@ -58,9 +98,11 @@ class OutputProbe:
         try:
             with sqlite3.connect(f"file:{self.database}?mode=ro", uri=True, timeout=1) as db:
                 quoted = '"' + table.replace('"', '""') + '"'
-                return int(db.execute(f"SELECT count(*) FROM {quoted}").fetchone()[0])
-        except sqlite3.Error:
-            return 0
+                rows = int(db.execute(f"SELECT count(*) FROM {quoted}").fetchone()[0])
+        except sqlite3.Error:  # locked by a writer (rollback journal), not created yet
+            return self._rows_seen.get(table, 0)
+        self._rows_seen[table] = rows
+        return rows
 
     def close(self) -> None:
         self._consumer.close()

@@ -3,8 +3,8 @@
     python -m onceflow.prove.runner_host MODULE:HANDLER --config runner.toml
 
 The broker comes from ``ONCEFLOW_BOOTSTRAP``, the trial's directory (where the Runner's
-SQLite file is put) from ``ONCEFLOW_PROVE_TRIAL_DIR``; the crash point from ``ONCEFLOW_CRASH_AT`` (the Runner reads
-it). Exits 0 once idle with its input drained.
+SQLite file is put) from ``ONCEFLOW_PROVE_TRIAL_DIR``, the crash point from
+``ONCEFLOW_CRASH_AT`` (the Runner reads it). Exits 0 once idle with its input drained.
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from onceflow.broker.process import BrokerProcess
 from onceflow.prove.errors import ProveError
-from onceflow.prove.generator import produce_input
+from onceflow.prove.generator import InputFeeder, produce_input
 from onceflow.prove.lives import Life, LifeResult, Limits
 from onceflow.prove.options import ProofOptions
 from onceflow.prove.outputs import read_sinks
@@ -23,6 +23,7 @@ from onceflow.verify.report import AuditReport
 from onceflow.verify.sources import SourceError, read_dead_letters, read_input
 
 INPUT_EXTRACTOR = Extractor("id", "key")
+FEED_SECONDS_PER_KILL = 3.0  # command mode: the input stream lasts about this per kill
 
 
 @dataclass(slots=True)
@@ -117,11 +118,19 @@ class Trials:
         database = directory / target.database_name if target.database_name else None
         if database is not None and target.schema is not None:
             _apply_schema(database, target.schema)
-        records = produce_input(bootstrap, target.input_topic, options.record_count, options.keys)
+        records = options.record_count
+        feeder = None
+        if target.mode == "command":  # a stream, spread over the lives
+            rate = records / (FEED_SECONDS_PER_KILL * max(1, len(schedule)))
+            feeder = InputFeeder(bootstrap, target.input_topic, records, options.keys, rate)
+        else:  # all at once: crash points count batches, whatever the timing
+            produce_input(bootstrap, target.input_topic, records, options.keys)
         probe = OutputProbe(target.outputs, bootstrap, database)
         database_url = f"sqlite:///{database}" if database is not None else None
 
         def drained() -> bool:
+            if feeder is not None and not feeder.done.is_set():
+                return False
             if group_committed_to_end(bootstrap, target.input_topic):
                 return True
             try:
@@ -150,6 +159,8 @@ class Trials:
                     break  # drained before this kill: the rest of the schedule cannot land
         finally:
             probe.close()
+            if feeder is not None:
+                feeder.join()
         report = self._audit(bootstrap, database_url)
         return TrialResult(self.count, schedule, lives, report, time.monotonic() - started,
                            directory)  # fmt: skip
