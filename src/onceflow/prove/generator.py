@@ -36,7 +36,12 @@ def input_records(count: int, keys: int) -> Iterator[InputRecord]:
 
 
 def produce_input(
-    bootstrap: str, topic: str, count: int, keys: int, rate: float | None = None
+    bootstrap: str,
+    topic: str,
+    count: int,
+    keys: int,
+    rate: float | None = None,
+    cancel: threading.Event | None = None,
 ) -> int:
     """Write the records (idempotent producer, acks=all), all at once or ``rate`` records
     per second; returns how many were written."""
@@ -54,6 +59,8 @@ def produce_input(
 
     started = time.monotonic()
     for n, record in enumerate(input_records(count, keys)):
+        if cancel is not None and cancel.is_set():
+            break
         if rate is not None:
             delay = started + n / rate - time.monotonic()
             if delay > 0:
@@ -72,6 +79,7 @@ class InputFeeder:
 
     def __init__(self, bootstrap: str, topic: str, count: int, keys: int, rate: float) -> None:
         self.done = threading.Event()
+        self._cancel = threading.Event()
         self.error: ProveError | None = None
         self._thread = threading.Thread(
             target=self._run, args=(bootstrap, topic, count, keys, rate), daemon=True
@@ -80,13 +88,16 @@ class InputFeeder:
 
     def _run(self, bootstrap: str, topic: str, count: int, keys: int, rate: float) -> None:
         try:
-            produce_input(bootstrap, topic, count, keys, rate)
+            produce_input(bootstrap, topic, count, keys, rate, self._cancel)
         except ProveError as error:
             self.error = error
         finally:
             self.done.set()
 
-    def join(self) -> None:
+    def stop(self) -> None:
+        """Stop writing (a trial that failed early) and wait for the thread; raise its error."""
+        if not self.done.is_set():
+            self._cancel.set()
         self._thread.join()
         if self.error is not None:
             raise self.error

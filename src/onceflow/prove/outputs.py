@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from onceflow.prove.errors import ProveError
+from onceflow.prove.errors import ProveError, WrongMapping
 from onceflow.verify.audit import Sink
 from onceflow.verify.extract import Extractor
 from onceflow.verify.sources import SourceError, read_output_topic, read_table
@@ -72,7 +72,7 @@ def read_sinks(
         except SourceError as error:
             raise ProveError(f"output {output} cannot be read: {error}") from None
         if sink.unreadable and not sink.records:
-            raise ProveError(
+            raise WrongMapping(
                 f"wrong mapping: {sink.unreadable[0].reason} in every record of {output} "
                 f"(id field {mapping.id_field!r}, key field {mapping.key_field!r})"
             )

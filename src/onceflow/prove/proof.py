@@ -138,6 +138,7 @@ def run_proof(
     results: list[TrialResult] = []
     shrink_results: list[TrialResult] = []
     failure = None
+    completed = False
     try:
         for schedule in _schedules(target, options, seed):
             result = trials.run(schedule)
@@ -162,9 +163,10 @@ def run_proof(
 
                 shrink(smallest.schedule, fails)
             failure = Failure(best, _replay(target, options, seed, format_schedule(best.schedule)))
+        completed = True
     finally:
         trials.close()
-        if not keep and (failure is None):
+        if not keep and failure is None and completed:  # logs are kept for a failure
             shutil.rmtree(work, ignore_errors=True)
     if not any(life.landed for r in results for life in r.lives) and results:
         raise ProveError(

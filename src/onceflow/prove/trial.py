@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from onceflow.broker.process import BrokerProcess
-from onceflow.prove.errors import ProveError
+from onceflow.prove.errors import ProveError, WrongMapping
 from onceflow.prove.generator import InputFeeder, produce_input
 from onceflow.prove.lives import Life, LifeResult, Limits
 from onceflow.prove.options import ProofOptions
@@ -135,6 +135,8 @@ class Trials:
                 return True
             try:
                 sinks = read_sinks(target.outputs, target.mapping, bootstrap, database_url)
+            except WrongMapping:
+                raise
             except ProveError:
                 return False
             return all(len({r.id for r in sink.records}) >= records for sink in sinks)
@@ -160,7 +162,7 @@ class Trials:
         finally:
             probe.close()
             if feeder is not None:
-                feeder.join()
+                feeder.stop()
         report = self._audit(bootstrap, database_url)
         return TrialResult(self.count, schedule, lives, report, time.monotonic() - started,
                            directory)  # fmt: skip
