@@ -26,7 +26,7 @@ class OutputProbe:
         )  # fmt: skip
         self._partitions: dict[str, list[int]] = {}
         self._tables_only = all(output.kind == "table" for output in outputs)
-        self._last: tuple[tuple[int, int], ...] | None = None
+        self._last: tuple[bytes, ...] | None = None
         self._count_cache = 0
         self._rows_seen: dict[str, int] = {}  # last good count per table
 
@@ -59,16 +59,15 @@ class OutputProbe:
         assert self.database is not None
         return not self.database.with_name(self.database.name + "-journal").exists()
 
-    def _stamp(self) -> tuple[tuple[int, int], ...]:
+    def _stamp(self) -> tuple[bytes, ...]:
+        """What changes with every SQLite commit: the database header's change counter
+        (rollback journal) and the WAL index header in the -shm file (WAL mode), plus
+        whether a rollback journal exists. File times are too coarse for this."""
         assert self.database is not None
-        stamps = []
-        for path in (self.database, self.database.with_name(self.database.name + "-wal")):
-            try:
-                status = path.stat()
-                stamps.append((status.st_mtime_ns, status.st_size))
-            except OSError:
-                stamps.append((0, 0))
-        return tuple(stamps)
+        return (
+            _read(self.database, 24, 4),
+            _read(self.database.with_name(self.database.name + "-shm"), 0, 48),
+        )
 
     def _count(self, output: Output) -> int:
         if output.kind == "table":
@@ -139,3 +138,12 @@ def group_committed_to_end(bootstrap: str, topic: str) -> bool:
     except KafkaException:
         return False
     return False
+
+
+def _read(path: Path, offset: int, size: int) -> bytes:
+    try:
+        with open(path, "rb") as file:
+            file.seek(offset)
+            return file.read(size)
+    except OSError:
+        return b""
