@@ -62,6 +62,10 @@ class Proof:
         return sum(len(t.landed) for t in self.trials)
 
     @property
+    def mid_processing(self) -> int:
+        return sum(t.mid_processing for t in self.trials)
+
+    @property
     def distinct_steps(self) -> int:
         return len({k.step for t in self.trials for k in t.landed})
 
@@ -75,9 +79,11 @@ class Proof:
 
     def verdict(self) -> str:
         if self.held:
-            where = f"{self.distinct_steps} distinct steps" if self.mode == "runner" else (
-                "moments of progress")  # fmt: skip
-            return f"exactly-once held: {self.kills} kills at {where}, 0 anomalies"
+            if self.mode == "runner":
+                where = f"at {self.distinct_steps} distinct steps"
+            else:
+                where = f"({self.mid_processing} mid-processing)"
+            return f"exactly-once held: {self.kills} kills {where}, 0 anomalies"
         assert self.failure is not None
         trial = self.failure.trial
         counts = ", ".join(f"{n} {kind}" for kind, n in trial.report.counts.items() if n)

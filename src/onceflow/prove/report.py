@@ -21,6 +21,7 @@ def _trial_dict(trial: TrialResult) -> dict[str, Any]:
         "trial": trial.number,
         "schedule": format_schedule(trial.schedule),
         "kills_landed": [str(k) for k in trial.landed],
+        "kills_mid_processing": trial.mid_processing,
         "lives": len(trial.lives),
         "outcome": trial.outcome,
         "counts": {k: n for k, n in trial.report.counts.items() if n},
@@ -49,6 +50,7 @@ def to_dict(proof: Proof) -> dict[str, Any]:
         "seed": proof.seed,
         "kills": proof.kills,
         "kills_planned": proof.kills_planned,
+        "kills_mid_processing": proof.mid_processing,
         "distinct_steps": proof.distinct_steps,
         "anomalies": proof.anomalies,
         "steps": proof.steps,
@@ -67,7 +69,8 @@ def to_json(proof: Proof) -> str:
 
 def render(proof: Proof, console: Console) -> None:
     console.print(f"seed {proof.seed}  ({proof.kills} of {proof.kills_planned} planned kills "
-                  f"landed, {len(proof.trials) + len(proof.shrink_trials)} trials, "
+                  f"landed, {proof.mid_processing} of them mid-processing; "
+                  f"{len(proof.trials) + len(proof.shrink_trials)} trials, "
                   f"{proof.seconds:.0f} s)")  # fmt: skip
     table = Table(title=f"onceflow prove {proof.mode}: {proof.pipeline}")
     for column in ("trial", "kills (planned)", "landed", "outcome", "anomalies", "s"):

@@ -42,6 +42,16 @@ class TrialResult:
         return [life.kill for life in self.lives if life.landed and life.kill is not None]
 
     @property
+    def mid_processing(self) -> int:
+        """Landed kills that interrupted unfinished work: the pipeline had input left
+        and wrote more outputs after its restart."""
+        return sum(
+            1
+            for life, after in zip(self.lives, self.lives[1:], strict=False)
+            if life.landed and after.outputs_after > after.outputs_before
+        )
+
+    @property
     def ok(self) -> bool:
         return self.report.ok
 
