@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -10,6 +11,9 @@ from typing import Any
 import click
 
 from onceflow.cli.options import EXIT_FOUND, EXIT_UNAVAILABLE
+
+DEFAULT_TIMEOUT = 60.0
+SPARK_TIMEOUT = 240.0
 
 
 def proof_options(command: Callable[..., Any]) -> Callable[..., Any]:
@@ -44,8 +48,9 @@ def proof_options(command: Callable[..., Any]) -> Callable[..., Any]:
         click.option("--bootstrap", default=None, metavar="HOST:PORT",
                      help="A running cluster instead of the embedded broker (its topics "
                      "are deleted and created again for each trial)."),
-        click.option("--timeout", "stall_s", type=float, default=60.0, show_default=True,
-                     help="Seconds without output before the pipeline counts as stuck."),
+        click.option("--timeout", "stall_s", type=float, default=DEFAULT_TIMEOUT,
+                     help="Seconds without output before the pipeline counts as stuck "
+                     "[default: 60; spark: 240]."),
         click.option("--json", "json_path", is_flag=False, flag_value="-", default=None,
                      type=click.Path(dir_okay=False, path_type=Path),
                      help="The report as JSON on stdout (--json) or into a file."),
@@ -100,6 +105,25 @@ def prove_command_mode(command: tuple[str, ...], **options: Any) -> None:
     _run("command", command=list(command), **options)
 
 
+@prove_command.command("spark")
+@click.argument("job", metavar="JOB.py")
+@click.option("--kills-per-trial", "command_kills", type=click.IntRange(1), default=None,
+              help="Kills in each schedule (default 6, 3 with --quick).")  # fmt: skip
+@proof_options
+@click.argument("job_args", nargs=-1, type=click.UNPROCESSED, metavar="[-- ARGS]")
+def prove_spark(job: str, job_args: tuple[str, ...], **options: Any) -> None:
+    """Prove a PySpark streaming job: SIGKILL its process group (driver, JVM, Python
+    workers) while its outputs grow. It gets what command mode gives, plus
+    $ONCEFLOW_PROVE_CHECKPOINT, its checkpoint directory (kept across its restarts)."""
+    if options["stall_s"] == DEFAULT_TIMEOUT:
+        options["stall_s"] = SPARK_TIMEOUT  # a JVM and a SparkSession take a while to start
+    _run("spark", command=[job, *job_args], **options)
+
+
+def _terminated(signum: int, _frame: object) -> None:
+    raise SystemExit(128 + signum)
+
+
 def _run(mode: str, **given: Any) -> None:
     from onceflow.cli.output import console
     from onceflow.prove import ProofOptions, ProveError, run_proof
@@ -123,6 +147,7 @@ def _run(mode: str, **given: Any) -> None:
 
     if options.seed is not None:
         err.print(f"seed {options.seed}")
+    signal.signal(signal.SIGTERM, _terminated)  # unwind: the pipeline and broker are killed
     try:
         proof = run_proof(options, on_life=on_life)
     except ProveError as error:

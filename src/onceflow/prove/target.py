@@ -57,6 +57,7 @@ class Target:
             ONCEFLOW_BOOTSTRAP=bootstrap,
             ONCEFLOW_INPUT_TOPIC=self.input_topic,
             ONCEFLOW_PROVE_TRIAL_DIR=str(trial),
+            ONCEFLOW_PROVE_CHECKPOINT=str(trial / "checkpoint"),  # a Spark job's checkpoint
         )
         if database is not None:
             env.update(ONCEFLOW_DATABASE_URL=f"sqlite:///{database}",
@@ -122,10 +123,16 @@ def runner_target(options: ProofOptions) -> Target:
 
 
 def command_target(options: ProofOptions) -> Target:
+    if options.mode == "spark":
+        if not options.command:
+            raise ProveError("spark mode needs JOB.py")
+        job = options.directory / options.command[0]
+        if not job.is_file():
+            raise ProveError(f"no Spark job {options.command[0]!r} in {options.directory}")
     if not options.command:
         raise ProveError("command mode needs a command after --")
     if not options.input_topic:
-        raise ProveError("command mode needs --input TOPIC (the topic the pipeline consumes)")
+        raise ProveError(f"{options.mode} mode needs --input TOPIC (the topic it consumes)")
     outputs = parse_outputs(options.outputs)
     directory = options.directory.resolve()
     uses_database = options.database or any(o.kind == "table" for o in outputs)
@@ -134,12 +141,18 @@ def command_target(options: ProofOptions) -> Target:
         path = directory / word
         if word.endswith(".py") and path.is_file():
             sources[word] = path.read_text(errors="replace")
-    prefix = ["onceflow", "prove", "command", "--input", options.input_topic]
+    prefix = ["onceflow", "prove", options.mode, "--input", options.input_topic]
     for output in outputs:
         prefix += ["--output", str(output)]
+    argv = list(options.command)
+    suffix = ["--", *options.command]
+    if options.mode == "spark":  # JOB.py [-- ARGS]: run with this Python (pyspark, onceflow)
+        argv = [sys.executable, *options.command]
+        prefix.insert(3, options.command[0])
+        suffix = ["--", *options.command[1:]] if len(options.command) > 1 else []
     return Target(
-        mode="command",
-        argv=list(options.command),
+        mode=options.mode,
+        argv=argv,
         directory=directory,
         steps=[PROGRESS],
         input_topic=options.input_topic,
@@ -151,7 +164,7 @@ def command_target(options: ProofOptions) -> Target:
         topics_file=options.topics_file,
         dead_letter_topic=options.dead_letter_topic,
         replay_prefix=prefix,
-        replay_suffix=["--", *options.command],
+        replay_suffix=suffix,
         database_name="pipeline.db" if uses_database else None,
         sources=sources,
     )
@@ -160,6 +173,6 @@ def command_target(options: ProofOptions) -> Target:
 def build_target(options: ProofOptions) -> Target:
     if options.mode == "runner":
         return runner_target(options)
-    if options.mode == "command":
+    if options.mode in ("command", "spark"):
         return command_target(options)
     raise ProveError(f"unknown mode {options.mode!r}")

@@ -130,7 +130,7 @@ class Trials:
             _apply_schema(database, target.schema)
         records = options.record_count
         feeder = None
-        if target.mode == "command":  # a stream, spread over the lives
+        if target.mode != "runner":  # a stream, spread over the lives
             rate = records / (FEED_SECONDS_PER_KILL * max(1, len(schedule)))
             feeder = InputFeeder(bootstrap, target.input_topic, records, options.keys, rate)
         else:  # all at once: crash points count batches, whatever the timing
