@@ -112,6 +112,29 @@ def test_quick_proof_finds_the_bug_and_its_replay_reproduces_it_10_times(
         assert not again.held, f"replay {replay} of {kills} held"
 
 
+SPARK = EXAMPLES / "spark"
+
+
+@pytest.mark.skipif(not STRESS, reason="long (a JVM per life): make stress")
+@pytest.mark.parametrize(("job", "held"), [("foreach_batch_append.py", False),
+                                           ("onceflow_sink_job.py", True)])  # fmt: skip
+def test_spark_job_is_proved(job: str, held: bool, tmp_path: Path) -> None:
+    proof = prove(
+        "spark",
+        command=[job],
+        directory=SPARK,
+        input_topic="orders",
+        outputs=["table:orders"],
+        schema=SPARK / "schema.sql",
+        work_dir=tmp_path,
+        records=60,
+        seed=3,
+        kills="progress:10",
+        stall_s=600,
+    )
+    assert proof.held is held, proof.verdict()
+
+
 def run_cli(*args: str, tmp_path: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "onceflow", "prove", *args, "--work-dir", str(tmp_path)],
