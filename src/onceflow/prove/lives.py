@@ -110,8 +110,11 @@ class Life:
             if code is not None:
                 return False, code
             time.sleep(POLL_S)
-            if armed and self.probe.written():
-                return True, self._kill(process)
+            if armed:
+                if self.probe.written():
+                    return True, self._kill(process)
+                if time.monotonic() - last_change < self.limits.settle_s:
+                    continue  # watch for the next commit only, as often as possible
             count = self.probe.count()
             now = time.monotonic()
             if count != last_count:
@@ -120,6 +123,7 @@ class Life:
                 if not self.probe.sees_writes:
                     return True, self._kill(process)
                 armed = True
+                self.probe.written()  # commits from here on
             quiet = now - last_change
             settled = quiet >= self.limits.settle_s and (kill is None or kill.step == PROGRESS)
             if settled and self.drained():

@@ -26,7 +26,8 @@ class OutputProbe:
         )  # fmt: skip
         self._partitions: dict[str, list[int]] = {}
         self._tables_only = all(output.kind == "table" for output in outputs)
-        self._last: tuple[bytes, ...] | None = None
+        self._last: tuple[bytes, ...] | None = None  # stamp of the last count
+        self._last_written: tuple[bytes, ...] | None = None  # ... of the last commit seen
         self._count_cache = 0
         self._rows_seen: dict[str, int] = {}  # last good count per table
 
@@ -48,16 +49,18 @@ class OutputProbe:
         return self._tables_only
 
     def written(self) -> bool:
-        """Did a transaction commit since the last look? (no query: stats) In WAL mode a
-        commit appends to the -wal file; with a rollback journal it ends when the journal
-        goes away, so a change while the journal exists is not a commit yet."""
-        stamp = self._stamp()
-        if stamp == self._last:
-            return False
-        self._last = stamp
-        self._count_cache = -1  # counted again on the next count()
+        """Did a transaction commit since the last look? (no query: reads of two file
+        headers) In WAL mode a commit updates the WAL index; with a rollback journal the
+        header changes while the journal exists and the commit happens when the journal
+        goes away, so a change is only reported once there is no journal."""
         assert self.database is not None
-        return not self.database.with_name(self.database.name + "-journal").exists()
+        stamp = self._stamp()
+        if stamp == self._last_written:
+            return False
+        if self.database.with_name(self.database.name + "-journal").exists():
+            return False  # not committed yet: report it once the journal is gone
+        self._last_written = stamp
+        return True
 
     def _stamp(self) -> tuple[bytes, ...]:
         """What changes with every SQLite commit: the database header's change counter
