@@ -120,3 +120,48 @@ def test_cause_patterns() -> None:
     assert READ_UNCOMMITTED.search('"isolation.level": "read_uncommitted"')
     assert PRODUCER.search("p = Producer({...})")
     assert CONSUMER_COMMIT.search("consumer.commit(asynchronous=False)")
+
+
+def fake_proof(tmp_path: Path, broken: bool):
+    from onceflow.prove.lives import LifeResult
+    from onceflow.prove.proof import Failure, Proof
+    from onceflow.verify.audit import InputEvent, OutputRecord, Sink, audit
+
+    events = [InputEvent(f"k0-{n}", "k0", 0, n) for n in range(3)]
+    rows = [OutputRecord(e.id, e.key, n) for n, e in enumerate(events)]
+    if broken:
+        rows.append(OutputRecord("k0-2", "k0", 3))
+    report = audit(events, [Sink("table:orders", rows)])
+    trials = []
+    for number, step in enumerate(["after_work", "after_db_commit"], 1):
+        kill = Kill(step, 1)
+        lives = [LifeResult(kill, True, -9, 1.0, 0, 2), LifeResult(None, False, 0, 1.0, 2, 3)]
+        ok_report = audit(events, [Sink("table:orders", rows[:3])])
+        chosen = report if step == "after_db_commit" else ok_report
+        from onceflow.prove.trial import TrialResult
+
+        trials.append(TrialResult(number, (kill,), lives, chosen, 2.0, tmp_path))
+    failure = Failure(trials[1], "onceflow prove ... --seed 3 --kills after_db_commit:1")
+    return Proof("runner", "m:h --config r.toml", 3, ["after_work", "after_db_commit"], trials,
+                 failure if broken else None, [], 4.0, "onceflow prove ... --seed 3")  # fmt: skip
+
+
+@pytest.mark.parametrize("broken", [False, True])
+def test_reports_say_the_verdict_everywhere(broken: bool, tmp_path: Path) -> None:
+    import json
+
+    from onceflow.prove.heatmap import draw
+    from onceflow.prove.report import to_json, to_markdown
+
+    proof = fake_proof(tmp_path, broken)
+    verdict = proof.verdict()
+    if broken:
+        assert verdict == "exactly-once BROKEN: 1 duplicated after 1 kill (after_db_commit:1)"
+    else:
+        assert verdict == "exactly-once held: 2 kills at 2 distinct steps, 0 anomalies"
+    document = json.loads(to_json(proof))
+    assert document["verdict"] == verdict and document["kills_mid_processing"] == 2
+    assert (document["failure"] is not None) is broken
+    assert verdict in to_markdown(proof, "p.png")
+    pytest.importorskip("matplotlib")
+    assert draw(proof, tmp_path / "p.png") is not None and (tmp_path / "p.png").stat().st_size
