@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 import sqlite3
 from collections.abc import Sequence
+from contextlib import closing
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -154,7 +155,7 @@ def _missing_unique_keys(trials: Sequence[TrialResult], target: Target) -> list[
 
 def _unique_on(database: object, table: str, column: str) -> bool:
     try:
-        with sqlite3.connect(f"file:{database}?mode=ro", uri=True) as db:
+        with closing(sqlite3.connect(f"file:{database}?mode=ro", uri=True)) as db:
             quoted = '"' + table.replace('"', '""') + '"'
             for row in db.execute(f"PRAGMA table_info({quoted})"):
                 if row[1] == column and row[5]:

@@ -8,6 +8,7 @@ pipeline is making progress, never during its start-up) and to tell when it has 
 from __future__ import annotations
 
 import sqlite3
+from contextlib import closing
 from pathlib import Path
 
 from onceflow.prove.outputs import Output
@@ -98,7 +99,10 @@ class OutputProbe:
         if self.database is None or not self.database.exists():
             return 0
         try:
-            with sqlite3.connect(f"file:{self.database}?mode=ro", uri=True, timeout=1) as db:
+            # closed at once: a connection left for the garbage collector keeps the -shm
+            # file mapped, and another process may truncate it under the mapping (SIGBUS)
+            with closing(sqlite3.connect(f"file:{self.database}?mode=ro", uri=True,
+                                         timeout=1)) as db:  # fmt: skip
                 quoted = '"' + table.replace('"', '""') + '"'
                 rows = int(db.execute(f"SELECT count(*) FROM {quoted}").fetchone()[0])
         except sqlite3.Error:  # locked by a writer (rollback journal), not created yet

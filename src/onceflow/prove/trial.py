@@ -6,6 +6,7 @@ from __future__ import annotations
 import sqlite3
 import time
 from collections.abc import Callable
+from contextlib import closing
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -252,7 +253,7 @@ def _apply_schema(database: Path, schema: Path) -> None:
     except OSError as error:
         raise ProveError(f"cannot read the schema {schema}: {error.strerror}") from None
     try:
-        with sqlite3.connect(database) as db:
+        with closing(sqlite3.connect(database)) as db:
             db.executescript(script)
     except sqlite3.Error as error:
         raise ProveError(f"{schema}: {error}") from None
