@@ -74,6 +74,7 @@ stress: venv system-deps kafka-jars
 		tests/integration/test_patterns_chaos.py tests/integration/test_patterns_transactions.py
 	ONCEFLOW_STRESS=1 ONCEFLOW_FAILOVER_ROUNDS=$(STRESS_FAILOVER_ROUNDS) $(BIN)/python -m pytest \
 		-q tests/apache_kafka/test_transactional_failover.py
+	ONCEFLOW_STRESS=1 $(BIN)/python -m pytest -q tests/integration/test_prove.py
 
 unit: venv
 	$(BIN)/python -m pytest -q tests/unit

@@ -24,6 +24,12 @@ Apache Kafka itself (the release ``onceflow.kafka_cluster`` pins, from Maven's j
 * ``apache_kafka_topic_factory`` — like ``kafka_topic_factory`` on that cluster, with
   replication factor 3 by default.
 
+``prove(...)`` runs ``onceflow prove`` from a test (docs/prove.md)::
+
+    def test_orders_pipeline_is_exactly_once():
+        proof = prove("runner", handler="orders:handle", config=Path("runner.toml"), quick=True)
+        assert proof.held, proof.verdict()
+
 Every broker listens on a free port with a temporary data directory;
 ``broker.bootstrap`` is ``"127.0.0.1:PORT"``. A broker that refuses to start raises
 ``BrokerStartError`` quoting its own message (e.g. an unknown setting). A
@@ -45,6 +51,7 @@ from onceflow.broker.process import BrokerProcess, temporary_broker
 
 if TYPE_CHECKING:
     from onceflow.kafka_cluster import KafkaCluster
+    from onceflow.prove import Proof
 
 __all__ = [
     "APACHE_KAFKA_GROUP",
@@ -57,10 +64,20 @@ __all__ = [
     "kafka_module_broker",
     "kafka_session_broker",
     "kafka_topic_factory",
+    "prove",
     "start_broker",
     "temporary_broker",
     "unique_name",
 ]
+
+
+def prove(mode: str = "runner", **options: object) -> Proof:
+    """``onceflow prove MODE``: the keyword arguments are ``ProofOptions``' fields
+    (``handler``, ``config``, ``command``, ``outputs``, ``seed``, ``kills``, ``quick``,
+    ...). Returns the ``Proof``; raises ``ProveError`` on bad input."""
+    from onceflow.prove import ProofOptions, run_proof
+
+    return run_proof(ProofOptions(mode=mode, **options))  # type: ignore[arg-type]
 
 
 class BrokerStartError(RuntimeError):

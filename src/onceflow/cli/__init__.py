@@ -12,6 +12,7 @@ from onceflow.cli.demo import demo_command
 from onceflow.cli.groups import groups_command
 from onceflow.cli.kafka_cluster import kafka_cluster_command
 from onceflow.cli.log import log_command
+from onceflow.cli.prove import prove_command
 from onceflow.cli.relay import relay_command
 from onceflow.cli.root import main
 from onceflow.cli.topics import topics_command
@@ -27,6 +28,7 @@ for _command in (
     acls_command,
     verify_command,
     chaos_command,
+    prove_command,
     relay_command,
     log_command,
     kafka_cluster_command,

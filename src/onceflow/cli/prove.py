@@ -1,0 +1,173 @@
+"""``onceflow prove``: kill your own pipeline at every step and prove it exactly-once."""
+
+from __future__ import annotations
+
+import signal
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import click
+
+from onceflow.cli.options import EXIT_FOUND, EXIT_UNAVAILABLE
+
+DEFAULT_TIMEOUT = 60.0
+SPARK_TIMEOUT = 240.0
+
+
+def proof_options(command: Callable[..., Any]) -> Callable[..., Any]:
+    """Options every prove mode shares."""
+    options = [
+        click.option("--input", "input_topic", metavar="TOPIC",
+                     help="The topic the pipeline consumes (fed with keyed, numbered records)."),
+        click.option("--output", "outputs", multiple=True, metavar="table:NAME|topic:NAME",
+                     help="What the pipeline writes; repeatable."),
+        click.option("--id-field", help="Where an output carries the input's id (default id)."),
+        click.option("--key-field", help="Where an output carries the input's key (default key)."),
+        click.option("--dlq", "dead_letter_topic", metavar="TOPIC",
+                     help="Dead-letter topic: events there are accounted for."),
+        click.option("--schema", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+                     help="SQL run on each trial's fresh SQLite database."),
+        click.option("--topics-file", type=click.Path(exists=True, dir_okay=False,
+                                                      path_type=Path),
+                     help="topics.yaml applied to each trial's broker."),
+        click.option("--records", type=click.IntRange(10), default=None,
+                     help="Input records per trial (default 600, 200 with --quick)."),
+        click.option("--keys", type=click.IntRange(1), default=8, show_default=True,
+                     help="Distinct keys in the input."),
+        click.option("--partitions", type=click.IntRange(1), default=3, show_default=True,
+                     help="Partitions of the topics prove creates."),
+        click.option("--seed", type=int, default=None,
+                     help="Replay the kill schedules of this seed (printed by every run)."),
+        click.option("--kills", metavar="STEP:N,...",
+                     help="Replay one schedule exactly as written (from a failure report)."),
+        click.option("--quick", is_flag=True, help="Fewer kills: one per step (about a minute)."),
+        click.option("--no-shrink", "shrink", is_flag=True, default=True, flag_value=False,
+                     help="Report the first failing schedule as it is."),
+        click.option("--bootstrap", default=None, metavar="HOST:PORT",
+                     help="A running cluster instead of the embedded broker (its topics "
+                     "are deleted and created again for each trial)."),
+        click.option("--timeout", "stall_s", type=float, default=DEFAULT_TIMEOUT,
+                     help="Seconds without output before the pipeline counts as stuck "
+                     "[default: 60; spark: 240]."),
+        click.option("--json", "json_path", is_flag=False, flag_value="-", default=None,
+                     type=click.Path(dir_okay=False, path_type=Path),
+                     help="The report as JSON on stdout (--json) or into a file."),
+        click.option("--markdown", type=click.Path(dir_okay=False, path_type=Path),
+                     help="Write the report as Markdown."),
+        click.option("--png", type=click.Path(dir_okay=False, path_type=Path),
+                     help="Write the heat map (trials x kills, coloured by outcome)."),
+        click.option("--work-dir", type=click.Path(file_okay=False, path_type=Path),
+                     help="Keep every trial's broker, database and logs here."),
+    ]  # fmt: skip
+    for option in reversed(options):
+        command = option(command)
+    return command
+
+
+@click.group("prove")
+def prove_command() -> None:
+    """Kill your own pipeline at every step, restart it until its input is drained, and
+    audit it: exactly-once held, or the smallest kill schedule that breaks it.
+
+    Exit 0 when exactly-once held, 1 when it broke, 2 on bad input (a handler that does
+    not import, a pipeline that exits at once or never drains, no outputs, a wrong
+    mapping). Every run prints its seed; --seed replays it. See docs/prove.md.
+    """
+
+
+@prove_command.command("runner")
+@click.argument("handler", metavar="MODULE:HANDLER")
+@click.option("--config", required=True, type=click.Path(dir_okay=False, path_type=Path),
+              help="runner.toml: [runner] RunnerConfig settings, [prove] outputs.")  # fmt: skip
+@click.option("--kills-per-step", type=click.IntRange(1), default=None,
+              help="Kills at each crash point (default 2, 1 with --quick).")  # fmt: skip
+@proof_options
+def prove_runner(handler: str, config: Path, kills_per_step: int | None, **options: Any) -> None:
+    """Prove a Runner handler: SIGKILL at each crash point the Runner reaches."""
+    _run("runner", handler=handler, config=config, kills_per_step=kills_per_step, **options)
+
+
+@prove_command.command(
+    "command", context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False}
+)
+@click.option("--database", is_flag=True,
+              help="Give the pipeline a fresh SQLite file ($ONCEFLOW_DATABASE_URL).")  # fmt: skip
+@click.option("--kills-per-trial", "command_kills", type=click.IntRange(1), default=None,
+              help="Kills in each schedule (default 6, 3 with --quick).")  # fmt: skip
+@proof_options
+@click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
+def prove_command_mode(command: tuple[str, ...], **options: Any) -> None:
+    """Prove any command (`-- python my_consumer.py`): SIGKILL its process group while its
+    outputs grow. It gets $ONCEFLOW_BOOTSTRAP, $ONCEFLOW_INPUT_TOPIC and, with a table
+    output or --database, $ONCEFLOW_DATABASE_URL."""
+    _run("command", command=list(command), **options)
+
+
+@prove_command.command("spark")
+@click.argument("job", metavar="JOB.py")
+@click.option("--kills-per-trial", "command_kills", type=click.IntRange(1), default=None,
+              help="Kills in each schedule (default 6, 3 with --quick).")  # fmt: skip
+@proof_options
+@click.argument("job_args", nargs=-1, type=click.UNPROCESSED, metavar="[-- ARGS]")
+def prove_spark(job: str, job_args: tuple[str, ...], **options: Any) -> None:
+    """Prove a PySpark streaming job: SIGKILL its process group (driver, JVM, Python
+    workers) while its outputs grow. It gets what command mode gives, plus
+    $ONCEFLOW_PROVE_CHECKPOINT, its checkpoint directory (kept across its restarts)."""
+    if options["stall_s"] == DEFAULT_TIMEOUT:
+        options["stall_s"] = SPARK_TIMEOUT  # a JVM and a SparkSession take a while to start
+    _run("spark", command=[job, *job_args], **options)
+
+
+def _terminated(signum: int, _frame: object) -> None:
+    raise SystemExit(128 + signum)
+
+
+def _run(mode: str, **given: Any) -> None:
+    from onceflow.cli.output import console
+    from onceflow.prove import ProofOptions, ProveError, run_proof
+    from onceflow.prove.lives import LifeResult
+    from onceflow.prove.report import render, to_json, to_markdown
+
+    json_path = given.pop("json_path")
+    markdown, png = given.pop("markdown"), given.pop("png")
+    options = ProofOptions(mode=mode, outputs=list(given.pop("outputs")), **given)
+    err = console(stderr=True)
+
+    def on_life(trial: int, life: LifeResult) -> None:
+        if life.kill is None:
+            what = "drained"
+        elif life.landed:
+            what = f"SIGKILL at {life.kill}"
+        else:
+            what = f"drained before {life.kill}"
+        err.print(f"trial {trial}: {what} ({life.seconds:.1f} s, outputs {life.outputs_before}"
+                  f" -> {life.outputs_after})")  # fmt: skip
+
+    if options.seed is not None:
+        err.print(f"seed {options.seed}")
+    signal.signal(signal.SIGTERM, _terminated)  # unwind: the pipeline and broker are killed
+    try:
+        proof = run_proof(options, on_life=on_life)
+    except ProveError as error:
+        click.echo(f"error: {error}", err=True)
+        raise SystemExit(EXIT_UNAVAILABLE) from None
+    picture = None
+    if png is not None:
+        from onceflow.prove.heatmap import draw
+
+        picture = draw(proof, png)
+        if picture is None:
+            err.print("heat map skipped: matplotlib is not installed (pip install "
+                      "'onceflow[chaos]')")  # fmt: skip
+    if markdown is not None:
+        markdown.write_text(to_markdown(proof, png.name if picture and png else None) + "\n")
+    if json_path is not None and str(json_path) == "-":
+        sys.stdout.write(to_json(proof) + "\n")
+        err.print(proof.verdict())
+    else:
+        render(proof, console())
+        if json_path is not None:
+            json_path.write_text(to_json(proof) + "\n")
+    raise SystemExit(0 if proof.held else EXIT_FOUND)

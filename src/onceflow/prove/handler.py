@@ -1,0 +1,42 @@
+"""Import ``MODULE:HANDLER`` the way the Runner host will, with one-line errors."""
+
+from __future__ import annotations
+
+import importlib
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from onceflow.prove.errors import ProveError
+
+
+def load_handler(spec: str, directories: list[Path]) -> Callable[..., Any]:
+    """The handler, its module imported from ``directories`` (the config's, then the
+    working directory) or sys.path."""
+    module_name, _, attribute = spec.partition(":")
+    if not module_name or not attribute:
+        raise ProveError(f"bad handler {spec!r}: expected MODULE:FUNCTION")
+    for directory in reversed(directories):
+        if str(directory) not in sys.path:
+            sys.path.insert(0, str(directory))
+    try:
+        module = importlib.import_module(module_name)
+    except BaseException as error:  # the user's module: any error is theirs to read
+        raise ProveError(f"cannot import handler module {module_name!r}: "
+                         f"{type(error).__name__}: {error}") from None  # fmt: skip
+    handler = getattr(module, attribute, None)
+    if not callable(handler):
+        raise ProveError(f"{module_name!r} has no function {attribute!r}")
+    return handler
+
+
+def module_source(spec: str) -> str:
+    """The handler module's source text ('' when it cannot be found), for explain.py."""
+    module_name = spec.partition(":")[0]
+    module = sys.modules.get(module_name)
+    path = getattr(module, "__file__", None)
+    try:
+        return Path(path).read_text() if path else ""
+    except OSError:
+        return ""

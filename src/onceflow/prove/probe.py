@@ -1,0 +1,156 @@
+"""Watch a running pipeline from outside: how many output records exist now, and whether
+some consumer group has committed the whole input.
+
+Used to time command-mode kills (a kill lands once the outputs grew, i.e. while the
+pipeline is making progress, never during its start-up) and to tell when it has drained.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from contextlib import closing
+from pathlib import Path
+
+from onceflow.prove.outputs import Output
+
+
+class OutputProbe:
+    def __init__(self, outputs: list[Output], bootstrap: str, database: Path | None) -> None:
+        from confluent_kafka import Consumer
+
+        self.outputs = outputs
+        self.bootstrap = bootstrap
+        self.database = database
+        self._consumer = Consumer(
+            {"bootstrap.servers": bootstrap, "group.id": "onceflow-prove-probe",
+             "enable.auto.commit": False, "log_level": 0}
+        )  # fmt: skip
+        self._partitions: dict[str, list[int]] = {}
+        self._tables_only = all(output.kind == "table" for output in outputs)
+        self._last: tuple[bytes, ...] | None = None  # stamp of the last count
+        self._last_written: tuple[bytes, ...] | None = None  # ... of the last commit seen
+        self._count_cache = 0
+        self._rows_seen: dict[str, int] = {}  # last good count per table
+
+    def count(self) -> int:
+        """Output records written so far (topics: uncommitted ones included). With table
+        outputs only, the tables are counted again only when the database files changed
+        (a stat is cheap: it lets the watcher look every millisecond)."""
+        if self._tables_only:
+            stamp = self._stamp()
+            if stamp == self._last and self._count_cache >= 0:
+                return self._count_cache
+            self._last = stamp
+        self._count_cache = sum(self._count(output) for output in self.outputs)
+        return self._count_cache
+
+    @property
+    def sees_writes(self) -> bool:
+        """Can ``written()`` tell the instant a write lands (table outputs only)?"""
+        return self._tables_only
+
+    def written(self) -> bool:
+        """Did a transaction commit since the last look? (no query: reads of two file
+        headers) In WAL mode a commit updates the WAL index; with a rollback journal the
+        header changes while the journal exists and the commit happens when the journal
+        goes away, so a change is only reported once there is no journal."""
+        assert self.database is not None
+        stamp = self._stamp()
+        if stamp == self._last_written:
+            return False
+        if self.database.with_name(self.database.name + "-journal").exists():
+            return False  # not committed yet: report it once the journal is gone
+        self._last_written = stamp
+        return True
+
+    def _stamp(self) -> tuple[bytes, ...]:
+        """What changes with every SQLite commit: the database header's change counter
+        (rollback journal) and the WAL index header in the -shm file (WAL mode), plus
+        whether a rollback journal exists. File times are too coarse for this."""
+        assert self.database is not None
+        return (
+            _read(self.database, 24, 4),
+            _read(self.database.with_name(self.database.name + "-shm"), 0, 48),
+        )
+
+    def _count(self, output: Output) -> int:
+        if output.kind == "table":
+            return self._rows(output.name)
+        from confluent_kafka import KafkaException, TopicPartition
+
+        try:
+            partitions = self._topic_partitions(output.name)
+            return sum(
+                self._consumer.get_watermark_offsets(TopicPartition(output.name, p), 2)[1]
+                for p in partitions
+            )
+        except KafkaException:
+            return 0
+
+    def _topic_partitions(self, topic: str) -> list[int]:
+        if topic not in self._partitions:
+            metadata = self._consumer.list_topics(topic, timeout=5).topics.get(topic)
+            if metadata is None or metadata.error is not None:
+                return []
+            self._partitions[topic] = sorted(metadata.partitions)
+        return self._partitions[topic]
+
+    def _rows(self, table: str) -> int:
+        if self.database is None or not self.database.exists():
+            return 0
+        try:
+            # closed at once: a connection left for the garbage collector keeps the -shm
+            # file mapped, and another process may truncate it under the mapping (SIGBUS)
+            with closing(sqlite3.connect(f"file:{self.database}?mode=ro", uri=True,
+                                         timeout=1)) as db:  # fmt: skip
+                quoted = '"' + table.replace('"', '""') + '"'
+                rows = int(db.execute(f"SELECT count(*) FROM {quoted}").fetchone()[0])
+        except sqlite3.Error:  # locked by a writer (rollback journal), not created yet
+            return self._rows_seen.get(table, 0)
+        self._rows_seen[table] = rows
+        return rows
+
+    def close(self) -> None:
+        self._consumer.close()
+
+
+def group_committed_to_end(bootstrap: str, topic: str) -> bool:
+    """Has any consumer group committed offsets at the end of every partition of topic?"""
+    from confluent_kafka import ConsumerGroupTopicPartitions, KafkaException, TopicPartition
+    from confluent_kafka.admin import AdminClient, OffsetSpec
+
+    admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 0})
+    try:
+        metadata = admin.list_topics(topic, timeout=5).topics.get(topic)
+        if metadata is None or metadata.error is not None:
+            return False
+        partitions = [TopicPartition(topic, p) for p in metadata.partitions]
+        ends = {
+            tp.partition: future.result().offset
+            for tp, future in admin.list_offsets(
+                {tp: OffsetSpec.latest() for tp in partitions}, request_timeout=5
+            ).items()
+        }
+        groups = admin.list_consumer_groups(request_timeout=5).result().valid
+        for group in groups:
+            if group.group_id.startswith("onceflow-"):
+                continue
+            request = [ConsumerGroupTopicPartitions(group.group_id, partitions)]
+            result = admin.list_consumer_group_offsets(request, request_timeout=5)
+            committed = result[group.group_id].result().topic_partitions
+            if committed and all(
+                tp.offset >= ends.get(tp.partition, 0) and tp.error is None for tp in committed
+            ):
+                return True
+    except KafkaException:
+        return False
+    return False
+
+
+def _read(path: Path, offset: int, size: int) -> bytes:
+    try:
+        with open(path, "rb") as file:
+            file.seek(offset)
+            return file.read(size)
+    except OSError:
+        return b""

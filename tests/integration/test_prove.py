@@ -1,0 +1,174 @@
+"""``onceflow prove`` end to end on the examples (examples/prove): every broken pipeline is
+caught with the anomaly its article step predicts, every correct one holds, and bad input
+is one line, exit 2, with nothing left running.
+
+Each case names its schedule (``kills``) so that CI runs one trial per case; the full
+seeded proofs and the 10-replay checks are under ``make stress`` (ONCEFLOW_STRESS=1).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from onceflow.testing import prove
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "prove"
+STRESS = bool(os.environ.get("ONCEFLOW_STRESS"))
+
+
+def runner_example(name: str, tmp_path: Path, **options: object):
+    return prove(
+        "runner",
+        handler=f"{name}_pipeline:handle",
+        config=EXAMPLES / name / "runner.toml",
+        work_dir=tmp_path,
+        records=120,
+        **options,
+    )
+
+
+def command_example(script: str, tmp_path: Path, **options: object):
+    return prove(
+        "command",
+        command=[sys.executable, script],
+        directory=EXAMPLES / "command",
+        input_topic="orders",
+        outputs=["table:orders"],
+        schema=EXAMPLES / "command" / "schema.sql",
+        work_dir=tmp_path,
+        records=120,
+        **options,
+    )
+
+
+BROKEN = [
+    ("at_most_once", "after_kafka_commit:1", "missing", "offsets committed before the work"),
+    ("at_least_once", "after_db_commit:1", "duplicated",
+     "process-then-commit without deduplication"),
+    ("producer_outside_transaction", "after_send_offsets:1", "duplicated",
+     "non-transactional producer in a transactional loop"),
+    ("separate_transactions", "after_work:1", "duplicated",
+     "DB write and offset commit in separate transactions"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("name", "kills", "kind", "cause"), BROKEN, ids=[b[0] for b in BROKEN])
+def test_broken_runner_pipeline_is_caught(
+    name: str, kills: str, kind: str, cause: str, tmp_path: Path
+) -> None:
+    proof = runner_example(name, tmp_path, seed=5, kills=kills)
+    assert not proof.held
+    assert proof.failure is not None
+    assert proof.failure.trial.report.counts[kind] > 0, proof.failure.trial.report.counts
+    assert f"--seed 5 --kills {kills}" in proof.failure.replay
+    assert cause in [c.name for c in proof.causes]
+    assert proof.verdict().startswith("exactly-once BROKEN")
+
+
+CORRECT = [
+    ("db_offsets", "after_work:2,after_db_commit:1,after_kafka_commit:2"),
+    ("inbox", "before_db_commit:1,after_db_commit:2"),
+    ("kafka_transactions", "after_produce:2,after_send_offsets:1"),
+]
+
+
+@pytest.mark.parametrize(("name", "kills"), CORRECT, ids=[c[0] for c in CORRECT])
+def test_correct_runner_pattern_holds(name: str, kills: str, tmp_path: Path) -> None:
+    proof = runner_example(name, tmp_path, seed=1, kills=kills)
+    assert proof.held, proof.verdict()
+    assert proof.kills == len(kills.split(","))
+    assert proof.verdict().startswith("exactly-once held: ")
+
+
+def test_plain_consumer_with_offsets_in_sqlite_holds(tmp_path: Path) -> None:
+    proof = command_example("sqlite_offsets_consumer.py", tmp_path, seed=3, quick=True)
+    assert proof.held, proof.verdict()
+    assert proof.kills == 3  # every kill landed while the outputs grew
+
+
+def test_auto_committing_consumer_duplicates_and_is_shrunk(tmp_path: Path) -> None:
+    proof = command_example("auto_commit_consumer.py", tmp_path, seed=3, quick=True)
+    assert proof.failure is not None
+    assert len(proof.failure.schedule) == 1  # shrunk to one kill
+    assert proof.failure.trial.report.counts["duplicated"] > 0
+    assert "enable.auto.commit=true" in [c.name for c in proof.causes]
+
+
+@pytest.mark.skipif(not STRESS, reason="long: make stress")
+@pytest.mark.parametrize("name", [b[0] for b in BROKEN])
+def test_quick_proof_finds_the_bug_and_its_replay_reproduces_it_10_times(
+    name: str, tmp_path: Path
+) -> None:
+    proof = runner_example(name, tmp_path / "proof", seed=11, quick=True)
+    assert proof.failure is not None
+    kills = ",".join(str(k) for k in proof.failure.schedule)
+    for replay in range(10):
+        again = runner_example(name, tmp_path / f"replay{replay}", seed=11, kills=kills)
+        assert not again.held, f"replay {replay} of {kills} held"
+
+
+SPARK = EXAMPLES / "spark"
+
+
+@pytest.mark.skipif(not STRESS, reason="long (a JVM per life): make stress")
+@pytest.mark.parametrize(("job", "held"), [("foreach_batch_append.py", False),
+                                           ("onceflow_sink_job.py", True)])  # fmt: skip
+def test_spark_job_is_proved(job: str, held: bool, tmp_path: Path) -> None:
+    proof = prove(
+        "spark",
+        command=[job],
+        directory=SPARK,
+        input_topic="orders",
+        outputs=["table:orders"],
+        schema=SPARK / "schema.sql",
+        work_dir=tmp_path,
+        records=60,
+        seed=3,
+        kills="progress:10",
+        stall_s=600,
+    )
+    assert proof.held is held, proof.verdict()
+
+
+def run_cli(*args: str, tmp_path: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "onceflow", "prove", *args, "--work-dir", str(tmp_path)],
+        capture_output=True, text=True, timeout=180, cwd=EXAMPLES / "command",
+    )  # fmt: skip
+
+
+def leftovers(marker: str) -> list[str]:
+    ps = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
+    return [line for line in ps.splitlines() if marker in line and "ps -eo" not in line]
+
+
+COMMAND = ["command", "--input", "orders", "--output", "table:orders", "--schema", "schema.sql"]
+BAD_INPUT = [
+    (["runner", "nosuch_module:handle", "--config", str(EXAMPLES / "db_offsets" / "runner.toml")],
+     "cannot import handler module 'nosuch_module'"),
+    (["command", "--input", "orders", "--", sys.executable, "-c", "pass"],
+     "no outputs declared"),
+    ([*COMMAND, "--", sys.executable, "-c", "import sys; sys.exit('no config given')"],
+     "exited at once with code 1: no config given"),
+    ([*COMMAND, "--timeout", "3", "--", sys.executable, "-c", "import time; time.sleep(987.25)"],
+     "wrote no output in 3 s"),
+    ([*COMMAND, "--id-field", "order_id", "--quick", "--kills", "progress:5", "--",
+      sys.executable, "sqlite_offsets_consumer.py"], "wrong mapping: column 'order_id'"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("args", "message"), BAD_INPUT, ids=[m[:20] for _, m in BAD_INPUT])
+def test_bad_input_is_one_line_exit_2_and_nothing_left(
+    args: list[str], message: str, tmp_path: Path
+) -> None:
+    result = run_cli(*args, tmp_path=tmp_path)
+    assert result.returncode == 2, result.stderr
+    errors = [line for line in result.stderr.splitlines() if line.startswith("error: ")]
+    assert len(errors) == 1 and message in errors[0], result.stderr
+    assert leftovers(str(tmp_path)) == []  # no broker of this run
+    assert leftovers("time.sleep(987.25)") == []
