@@ -9,6 +9,7 @@ after the others, so no other cell sees their failover.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from contextlib import contextmanager
@@ -28,6 +29,7 @@ if TYPE_CHECKING:
     from onceflow.kafka_cluster import KafkaCluster
 
 CLUSTER_NODES = 3
+COORDINATOR_PROBES = 20
 
 
 @dataclass(frozen=True)
@@ -94,7 +96,35 @@ def replicated(env: ChaosEnvironment, engine: Engine) -> ChaosEnvironment:
     env.replication = min(3, brokers)
     env.topic_config = {"min.insync.replicas": "2" if brokers >= 3 else "1",
                         **engine.topic_config}  # fmt: skip
+    coordinators_ready(env.bootstrap)
     return env
+
+
+def coordinators_ready(bootstrap: str, timeout: float = 120.0) -> None:
+    """Until the group and transaction coordinators answer: a new cluster creates
+    ``__consumer_offsets`` and ``__transaction_state`` on first use and answers
+    NOT_COORDINATOR / COORDINATOR_LOAD_IN_PROGRESS while it loads them, which the seed
+    articles' flows (one plain ``committed()`` call at start) would take for a failure."""
+    from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+
+    deadline = time.monotonic() + timeout
+    producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": "chaos-warm-up",
+                         "log_level": 3})  # fmt: skip
+    producer.init_transactions(timeout)
+    for number in range(COORDINATOR_PROBES):  # groups spread over the partitions
+        consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"chaos-warm-{number}",
+                             "log_level": 3})  # fmt: skip
+        try:
+            while True:
+                try:
+                    consumer.committed([TopicPartition("__consumer_offsets", 0)], timeout=10)
+                    break
+                except KafkaException:
+                    if time.monotonic() > deadline:
+                        raise
+                    time.sleep(0.2)
+        finally:
+            consumer.close()
 
 
 def run_matrix(

@@ -335,15 +335,17 @@ def fault_scenario(
     *cells: tuple[str, str, str],
     engines: frozenset[str] = BOTH,
     not_on_kafka: str = "",
+    all_quick: bool = False,
 ) -> Scenario:
     """A fault that is not a worker crash, injected at each (step, label, output) given; the
-    output must come out exactly once. The first cell is in the quick subset."""
+    output must come out exactly once. The first cell (``all_quick``: every cell) is in the
+    quick subset."""
     return Scenario(
         f"fault/{fault}",
         title,
         ("db", "topic"),
         tuple(
-            Cell(step, label, {output: OK}, fault=fault, quick=number == 0)
+            Cell(step, label, {output: OK}, fault=fault, quick=all_quick or number == 0)
             for number, (step, label, output) in enumerate(cells)
         ),
         exactly_once=True,
@@ -413,12 +415,14 @@ FAILOVERS = (
          "topic"),
         ("inbox:after_consume", "input leader, before the offsets are committed", "db"),
         engines=CLUSTER,
+        all_quick=True,
     ),
     fault_scenario(
         "txn_coordinator_kill",
         "Transaction coordinator's node SIGKILLed (Apache Kafka, 3 nodes)",
         ("kafka_transactions:after_send_offsets", "before EndTxn", "topic"),
         engines=CLUSTER,
+        all_quick=True,
     ),
     fault_scenario(
         "group_coordinator_kill",
@@ -426,12 +430,14 @@ FAILOVERS = (
         ("kafka_transactions:after_produce", "before TxnOffsetCommit", "topic"),
         ("db_offsets:after_db_commit", "before the Kafka offset commit", "db"),
         engines=CLUSTER,
+        all_quick=True,
     ),
     fault_scenario(
         "two_nodes_down",
         "Two of three nodes down, then one back (Apache Kafka, 3 nodes)",
         ("kafka_transactions:after_produce", "inside a Kafka transaction", "topic"),
         engines=CLUSTER,
+        all_quick=True,
     ),
 )  # fmt: skip
 
