@@ -5,7 +5,8 @@ transaction coordinator's node SIGKILLed inside a Kafka transaction, a worker SI
 between send_offsets and commit, and the at-least-once baseline, which must duplicate on
 Kafka as on onceflow's broker (the audit can fail there too). ONCEFLOW_STRESS=1
 (``make stress``) runs every quick cell the cluster can run but Spark's (tests/spark/ has
-those), the group coordinator kills and two nodes down included (about 6 minutes).
+those), the group coordinator kills and two nodes down included (about 6 minutes), and the
+database rows and their failovers on PostgreSQL.
 """
 
 from __future__ import annotations
@@ -13,8 +14,11 @@ from __future__ import annotations
 import json
 import os
 
+import pytest
+
 from onceflow.verify.chaos.harness import Engine, run_matrix
 from onceflow.verify.chaos.scenarios import APACHE_KAFKA, DUPLICATED, OK, select
+from tests.postgres import postgres_server  # noqa: F401  (fixture)
 
 STRESS = os.environ.get("ONCEFLOW_STRESS") == "1"
 QUICK_CELLS = {
@@ -50,3 +54,35 @@ def test_quick_cells_on_the_cluster_are_as_predicted(apache_kafka_cluster, tmp_p
     assert leader_kill.observed == {"topic": OK}
     assert "leader of" in leader_kill.note and "SIGKILLed" in leader_kill.note
     assert sorted(apache_kafka_cluster.running_nodes()) == [1, 2, 3]
+
+
+POSTGRES_ROWS = ("runner/db_offsets", "runner/inbox", "fault/leader_kill",
+                 "fault/group_coordinator_kill")  # fmt: skip
+
+
+@pytest.mark.postgres
+@pytest.mark.skipif(not STRESS, reason="make stress (ONCEFLOW_STRESS=1): about 3 minutes")
+def test_database_cells_on_the_cluster_hold_on_postgresql(
+    apache_kafka_cluster,
+    postgres_server,  # noqa: F811
+    tmp_path,
+):
+    """The Runner's database patterns, and the failovers of their rows with a database
+    output (input leader killed before the offsets are committed, group coordinator
+    killed before the Kafka offset commit), one PostgreSQL database per cell."""
+    cells = [
+        (s, c)
+        for s, c in select(quick=True, patterns=POSTGRES_ROWS, engine=APACHE_KAFKA)
+        if "db" in c.expected
+    ]
+    assert {c.fault for _, c in cells} >= {"sigkill", "leader_kill", "group_coordinator_kill"}
+    matrix = run_matrix(
+        cells,
+        tmp_path,
+        database_url=postgres_server.url(),
+        engine=Engine(APACHE_KAFKA, cluster=apache_kafka_cluster),
+    )
+    assert matrix.database == "postgresql"
+    wrong = [r.to_dict() for r in matrix.mismatches]
+    assert not wrong, f"{json.dumps(wrong, indent=1)}; logs in {tmp_path}"
+    assert all(r.observed == {"db": OK} for r in matrix.results)

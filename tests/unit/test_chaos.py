@@ -259,3 +259,18 @@ def test_the_cluster_section_replaces_its_old_self_and_survives_an_embedded_run(
     assert section_of(redraw("embedded")) == section_of(once)
     assert load(str(tmp_path / "guarantees-apache-kafka.json")).engine == APACHE_KAFKA
     assert (tmp_path / "guarantees-apache-kafka.md").read_text().startswith("# Guarantees")
+
+
+def test_the_published_cluster_matrix_covers_the_quick_cluster_cells_as_predicted():
+    """docs/guarantees-apache-kafka.* is ``make guarantees-kafka``: every quick cell the
+    cluster runs, failovers included, as predicted; guarantees.md shows it."""
+    from pathlib import Path
+
+    docs = Path(__file__).resolve().parents[2] / "docs"
+    published = load(str(docs / "guarantees-apache-kafka.json"))
+    assert published.engine == APACHE_KAFKA and published.quick
+    ran = {(r.scenario, r.step) for r in published.results}
+    wanted = {(s.name, c.step) for s, c in select(quick=True, engine=APACHE_KAFKA)}
+    assert ran == wanted, "run `make guarantees-kafka` again"
+    assert published.ok, [(r.scenario, r.step) for r in published.mismatches]
+    assert section_of((docs / "guarantees.md").read_text()) is not None
