@@ -28,8 +28,8 @@ ENGINES = ("onceflow", "apache-kafka")
 @click.option(
     "--quick",
     is_flag=True,
-    help="A representative subset (27 cells, about 3 minutes; on apache-kafka 27 too, "
-    "about 7 minutes).",
+    help="A representative subset (27 cells, about 3 minutes; on apache-kafka 29 with "
+    "every failover cell, about 10 minutes).",
 )
 @click.option(
     "--engine",
