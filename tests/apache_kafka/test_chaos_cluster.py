@@ -1,6 +1,6 @@
 """The chaos matrix's cells on the session's 3-node Apache Kafka cluster.
 
-``make test`` runs four quick cells (about a minute): the partition leader's node and the
+``make test`` runs four quick cells (60-90 s): the partition leader's node and the
 transaction coordinator's node SIGKILLed inside a Kafka transaction, a worker SIGKILLed
 between send_offsets and commit, and the at-least-once baseline, which must duplicate on
 Kafka as on onceflow's broker (the audit can fail there too). ONCEFLOW_STRESS=1
