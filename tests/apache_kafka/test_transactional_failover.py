@@ -17,17 +17,17 @@ ONCEFLOW_STRESS).
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 import time
 from collections import defaultdict
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka import Consumer, Producer, TopicPartition
 
 from onceflow.kafka_cluster import KafkaCluster
+from onceflow.verify.chaos.failover import Supervisor, committed_count, victim_node, wait_until
 from tests.integration.engines import PARTITIONS, Engine, cluster_engine
 from tests.integration.patterns_harness import ROOT, audit_topic, produce_events
 
@@ -37,90 +37,14 @@ VICTIMS = ("leader", "transaction_coordinator", "group_coordinator") if STRESS e
 COPIER_RECORDS = 6000
 RUNNER_EVENTS = 3000
 DOWN_SECONDS = 4.0  # how long the killed node stays down before heal()
-# librdkafka's send_offsets_to_transaction can block past its timeout once the group
-# coordinator's node died (librdkafka issues 5456, 5511): the worker is then wedged.
-STALL_SECONDS = 45.0
-
-
-def victim_node(cluster: KafkaCluster, engine: Engine, victim: str, txn_id: str) -> int:
-    if victim == "leader":
-        return cluster.leader_of(engine.output, 0)
-    if victim == "transaction_coordinator":
-        return cluster.coordinator_of(transactional_id=txn_id)
-    return cluster.coordinator_of(group=engine.group)
 
 
 def committed(engine: Engine) -> int | None:
-    """How many input records the group has committed (transactions included); None while
-    the group coordinator cannot say (it is moving)."""
-    consumer = Consumer({"bootstrap.servers": engine.bootstrap, "group.id": engine.group})
-    try:
-        offsets = consumer.committed(
-            [TopicPartition(engine.input, p) for p in range(PARTITIONS)], timeout=10
-        )
-    except KafkaException:
-        return None
-    finally:
-        consumer.close()
-    return sum(max(o.offset, 0) for o in offsets)
+    return committed_count(engine.bootstrap, engine.group, engine.input, PARTITIONS)
 
 
-def wait_until(condition: Callable[[], bool], timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.1)
-
-
-class Supervisor:
-    """Keeps one process running to a clean exit, as a deployment would: restarts it when it
-    exits with an error, and SIGKILLs and restarts it when the group's committed offsets
-    stop moving for STALL_SECONDS while it runs (a liveness probe). Both are counted: under
-    failover a client may give up or wedge, but a restart must never break the audit."""
-
-    def __init__(self, command: list[str], log_path: Path, engine: Engine) -> None:
-        self.command = command
-        self.log_path = log_path
-        self.engine = engine
-        self.crashes: list[int] = []
-        self.stalls = 0
-        self.process = self._start()
-
-    def _start(self) -> subprocess.Popen:
-        with open(self.log_path, "a") as log:
-            return subprocess.Popen(self.command, cwd=ROOT, stdout=log, stderr=log)
-
-    def finish(self, timeout: float) -> None:
-        deadline = time.monotonic() + timeout
-        progress, moved = committed(self.engine), time.monotonic()
-        while True:
-            code = self.process.poll()
-            if code == 0:
-                return
-            assert time.monotonic() < deadline, f"{self.command[2]} hung; see {self.log_path}"
-            if code is not None:
-                self.crashes.append(code)
-                assert len(self.crashes) <= 3, f"crashed {self.crashes}; see {self.log_path}"
-                self.process = self._start()
-                moved = time.monotonic()
-                continue
-            time.sleep(1.0)
-            now = committed(self.engine)
-            if now is not None and now != progress:
-                progress, moved = now, time.monotonic()
-            elif time.monotonic() - moved > STALL_SECONDS:
-                self.stalls += 1
-                self.kill()
-                self.process = self._start()
-                moved = time.monotonic()
-
-    def kill(self) -> None:
-        if self.process.poll() is None:
-            self.process.kill()
-        self.process.wait()
-
-    def summary(self) -> str:
-        return f"crashes {self.crashes}, stalls killed {self.stalls}"
+def supervisor(command: list[str], log_path: Path, engine: Engine) -> Supervisor:
+    return Supervisor(command, log_path, lambda: committed(engine), cwd=ROOT)
 
 
 def kill_in_the_middle(
@@ -133,7 +57,8 @@ def kill_in_the_middle(
     """Once a fifth of the input is committed, SIGKILL the victim's node; heal it
     DOWN_SECONDS later; the node killed."""
     wait_until(lambda: (committed(engine) or 0) >= total // 5, 120, "a fifth committed")
-    node = victim_node(cluster, engine, victim, txn_id)
+    node = victim_node(cluster, victim, topic=engine.output, group=engine.group,
+                       transactional_id=txn_id)  # fmt: skip
     progress = committed(engine) or 0
     cluster.kill(node)
     time.sleep(DOWN_SECONDS)
@@ -196,7 +121,7 @@ def test_transactional_copier_survives_a_node_kill(
 
     command = [sys.executable, "-m", "tests.integration.copier", engine.bootstrap, engine.input,
                engine.output, engine.group, engine.txn_id, "classic", "0.15"]  # fmt: skip
-    copier = Supervisor(command, tmp_path / "copier.log", engine)
+    copier = supervisor(command, tmp_path / "copier.log", engine)
     try:
         node = kill_in_the_middle(cluster, engine, victim, engine.txn_id, COPIER_RECORDS)
         copier.finish(240)
@@ -226,7 +151,7 @@ def test_runner_kafka_transactions_survives_a_node_kill(
     command = [sys.executable, "-m", "tests.integration.pattern_worker", "kafka_txn",
                engine.bootstrap, "-", *engine.worker_args(), "--idle-exit", "4",
                "--batch-size", "50", "--slow-ms", "3"]  # fmt: skip
-    worker = Supervisor(command, tmp_path / "worker.log", engine)
+    worker = supervisor(command, tmp_path / "worker.log", engine)
     try:
         node = kill_in_the_middle(cluster, engine, victim, engine.txn_id, RUNNER_EVENTS)
         worker.finish(240)

@@ -76,3 +76,27 @@ def expected_totals(orders: list[dict]) -> dict[str, tuple[int, int]]:
 def sqlite_rows(path: str, sql: str) -> list[tuple]:
     with sqlite3.connect(path) as conn:
         return conn.execute(sql).fetchall()
+
+
+def database_rows(url: str, sql: str) -> list[tuple]:
+    from onceflow.db import Database
+
+    with Database(url) as db:
+        return [tuple(row) for row in db.execute(sql).fetchall()]
+
+
+def assert_append_and_accumulate_exact(
+    bootstrap: str, topic: str, url: str, orders: list[dict]
+) -> None:
+    """After an ``append,accumulate`` job: every order once in ``orders_out`` (audited by
+    ``onceflow verify``) and the per-store totals in ``store_revenue``."""
+    from onceflow.verify.run import run_verify
+
+    report = run_verify(
+        bootstrap, topic, id_field="order_id", key_field="store", database_url=url,
+        table="orders_out", timeout=30,
+    )  # fmt: skip
+    assert report.ok, report.to_json()
+    assert report.sinks[0].records == len(orders)
+    rows = database_rows(url, "SELECT store, revenue, orders FROM store_revenue")
+    assert {store: (revenue, count) for store, revenue, count in rows} == expected_totals(orders)

@@ -11,13 +11,23 @@ from onceflow.patterns import relay
 from onceflow.verify.audit import OutputRecord, Sink, first_copies
 from onceflow.verify.chaos.cells import CellResult, verdict
 from onceflow.verify.chaos.flows import FLOWS, STEP_LABELS, WORK_STEPS
+from onceflow.verify.chaos.harness import Engine, runnable
 from onceflow.verify.chaos.heatmap import COLOURS, cell_colour, draw
-from onceflow.verify.chaos.matrix import ChaosMatrix, load, ordered, summarize
+from onceflow.verify.chaos.matrix import (
+    ChaosMatrix,
+    load,
+    ordered,
+    section_of,
+    skipped_on_kafka,
+    summarize,
+)
 from onceflow.verify.chaos.scenarios import (
+    APACHE_KAFKA,
     ARTICLE,
     DUPLICATED,
     LOST,
     OK,
+    ONCEFLOW,
     OUTCOMES,
     SCENARIOS,
     select,
@@ -193,3 +203,74 @@ def test_the_published_matrix_covers_the_whole_catalogue_as_predicted():
     ran = {(r.scenario, r.step) for r in published.results}
     assert ran == {(s.name, c.step) for s, c in select()}, "run `make guarantees` again"
     assert published.ok, [(r.scenario, r.step) for r in published.mismatches]
+
+
+def test_each_engine_runs_its_own_fault_rows():
+    on_onceflow = {scenario.name for scenario, _ in select(engine=ONCEFLOW)}
+    on_kafka = {scenario.name for scenario, _ in select(engine=APACHE_KAFKA)}
+    own_broker = {"fault/broker_kill", "fault/network_cut", "fault/disk_full", "fault/power_loss"}
+    failovers = {"fault/leader_kill", "fault/txn_coordinator_kill",
+                 "fault/group_coordinator_kill", "fault/two_nodes_down"}  # fmt: skip
+    assert own_broker <= on_onceflow and not own_broker & on_kafka
+    assert failovers <= on_kafka and not failovers & on_onceflow
+    assert on_onceflow - own_broker == on_kafka - failovers
+    assert {name for name, _ in skipped_on_kafka()} == own_broker
+    assert all(why for _, why in skipped_on_kafka())
+    quick_failovers = [c for s, c in select(quick=True, engine=APACHE_KAFKA) if s.name in failovers]
+    assert len(quick_failovers) == sum(len(s.cells) for s in SCENARIOS if s.name in failovers)
+
+
+def test_a_cluster_not_ours_runs_no_failover_cell():
+    cells = select(quick=True, engine=APACHE_KAFKA)
+    elsewhere = runnable(Engine(APACHE_KAFKA, bootstrap="kafka:9092"), cells)
+    left_out = {c.fault for _, c in cells} - {c.fault for _, c in elsewhere}
+    assert left_out == {"leader_kill", "txn_coordinator_kill", "group_coordinator_kill",
+                        "two_nodes_down"}  # fmt: skip
+    with pytest.raises(ValueError):
+        Engine(ONCEFLOW, bootstrap="kafka:9092")
+
+
+def test_the_cluster_section_replaces_its_old_self_and_survives_an_embedded_run(tmp_path):
+    from click.testing import CliRunner
+
+    from onceflow.cli.chaos import chaos_command
+
+    embedded = ChaosMatrix(ordered([_result("consume", {"db": OK}, {"db": OK})]), seconds=1.0)
+    on_kafka = ChaosMatrix(
+        ordered([_result("commit_db", {"db": DUPLICATED}, {"db": DUPLICATED})]),
+        seconds=2.0, engine=APACHE_KAFKA,
+    )  # fmt: skip
+    for name, matrix in (("embedded", embedded), ("kafka", on_kafka)):
+        (tmp_path / f"{name}.json").write_text(matrix.to_json())
+    prefix = tmp_path / "guarantees"
+
+    def redraw(name: str) -> str:
+        args = ["--redraw", str(tmp_path / f"{name}.json"), "--out", str(prefix)]
+        result = CliRunner().invoke(chaos_command, args)
+        assert result.exit_code == 0, result.output
+        return prefix.with_suffix(".md").read_text()
+
+    redraw("embedded")
+    once = redraw("kafka")
+    assert once.count("## On a 3-node Apache Kafka cluster") == 1
+    assert "### No deduplication" in once and "apache-kafka, sqlite, 1 cells" in once
+    assert "`fault/power_loss`: cuts onceflow's broker files" in once
+    assert redraw("kafka") == once  # replaced, not appended again
+    assert section_of(redraw("embedded")) == section_of(once)
+    assert load(str(tmp_path / "guarantees-apache-kafka.json")).engine == APACHE_KAFKA
+    assert (tmp_path / "guarantees-apache-kafka.md").read_text().startswith("# Guarantees")
+
+
+def test_the_published_cluster_matrix_covers_the_quick_cluster_cells_as_predicted():
+    """docs/guarantees-apache-kafka.* is ``make guarantees-kafka``: every quick cell the
+    cluster runs, failovers included, as predicted; guarantees.md shows it."""
+    from pathlib import Path
+
+    docs = Path(__file__).resolve().parents[2] / "docs"
+    published = load(str(docs / "guarantees-apache-kafka.json"))
+    assert published.engine == APACHE_KAFKA and published.quick
+    ran = {(r.scenario, r.step) for r in published.results}
+    wanted = {(s.name, c.step) for s, c in select(quick=True, engine=APACHE_KAFKA)}
+    assert ran == wanted, "run `make guarantees-kafka` again"
+    assert published.ok, [(r.scenario, r.step) for r in published.mismatches]
+    assert section_of((docs / "guarantees.md").read_text()) is not None

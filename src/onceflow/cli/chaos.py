@@ -16,14 +16,41 @@ if TYPE_CHECKING:  # the command's heavy parts load only when it runs
     from rich.console import Console
 
     from onceflow.verify.chaos.cells import CellResult
+    from onceflow.verify.chaos.harness import Engine
     from onceflow.verify.chaos.matrix import ChaosMatrix
     from onceflow.verify.chaos.scenarios import Cell, Scenario
 
 FAMILIES = ("article", "runner", "relay", "spark", "fault")
+ENGINES = ("onceflow", "apache-kafka")
 
 
 @click.command("chaos")
-@click.option("--quick", is_flag=True, help="A representative subset (27 cells, about 3 minutes).")
+@click.option(
+    "--quick",
+    is_flag=True,
+    help="A representative subset (27 cells, about 3 minutes; on apache-kafka 29 with "
+    "every failover cell, about 10 minutes).",
+)
+@click.option(
+    "--engine",
+    type=click.Choice(ENGINES),
+    default=None,
+    help="onceflow (default): an embedded broker for the run. apache-kafka: a 3-node "
+    "Apache Kafka cluster started from the launcher (docs/kafka-cluster.md), topics with "
+    "replication factor 3 and min.insync.replicas=2; adds the failover cells "
+    "(fault/leader_kill, txn_coordinator_kill, group_coordinator_kill, two_nodes_down) "
+    "and skips the cells aimed at onceflow's own broker (fault/broker_kill, network_cut, "
+    "disk_full, power_loss: they kill, proxy, limit or cut the files of the broker process "
+    "they start). Results go to PREFIX-apache-kafka.json/.md/.png and a section of PREFIX.md "
+    "if it exists.",
+)
+@click.option(
+    "--bootstrap",
+    default=None,
+    metavar="HOST:PORT",
+    help="Run on this running Kafka cluster instead (implies --engine apache-kafka); its "
+    "nodes are not ours to kill, so the failover cells are skipped.",
+)
 @click.option(
     "--pattern",
     "patterns",
@@ -77,6 +104,8 @@ FAMILIES = ("article", "runner", "relay", "spark", "fault")
 )
 def chaos_command(
     quick: bool,
+    engine: str | None,
+    bootstrap: str | None,
     patterns: tuple[str, ...],
     families: tuple[str, ...],
     database_url: str | None,
@@ -96,14 +125,25 @@ def chaos_command(
     topic) with `onceflow verify`. Also a broker SIGKILL during a commit, the database
     unavailable for a while, a network cut, the broker's disk full for a while and a
     broker power loss (files cut back to their last fsync). Prints the matrix next to
-    the prediction and exits 1 if any cell differs from it.
+    the prediction and exits 1 if any cell differs from it. With --engine apache-kafka, the
+    same on a 3-node Apache Kafka cluster, plus failovers: the partition leader's, the
+    transaction coordinator's or the group coordinator's node SIGKILLed mid-transaction,
+    and two of three nodes down (acks=all must then acknowledge nothing).
     """
     from rich.console import Console
 
-    from onceflow.verify.chaos.scenarios import select
+    from onceflow.verify.chaos.harness import Engine, runnable
+    from onceflow.verify.chaos.scenarios import APACHE_KAFKA, ONCEFLOW, select
 
     console = Console()
-    cells = select(quick, patterns, families)
+    if bootstrap and engine == ONCEFLOW:
+        raise click.UsageError("--bootstrap is a Kafka cluster's: use it without --engine onceflow")
+    chosen = Engine(APACHE_KAFKA if bootstrap else engine or ONCEFLOW, bootstrap=bootstrap)
+    cells = select(quick, patterns, families, engine=chosen.name)
+    if len(runnable(chosen, cells)) < len(cells):
+        console.print("[yellow]skipping the failover cells: the nodes at --bootstrap are not "
+                      "ours to kill[/yellow]")  # fmt: skip
+        cells = runnable(chosen, cells)
     if any(scenario.family == "spark" for scenario, _ in cells):
         from onceflow.verify.chaos.spark_job import unavailable
 
@@ -122,7 +162,7 @@ def chaos_command(
     else:
         if not cells:
             raise click.UsageError("no cell matches the given --pattern/--family")
-        matrix = _run(console, cells, database_url, jobs, work_dir, quick)
+        matrix = _run(console, cells, database_url, jobs, work_dir, quick, chosen)
         matrix.command = " ".join(["onceflow", *sys.argv[1:]])
     _save(console, matrix, out_prefix)
     if not matrix.ok:
@@ -136,6 +176,7 @@ def _run(
     jobs: int,
     work_dir: Path | None,
     quick: bool,
+    engine: Engine,
 ) -> ChaosMatrix:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
 
@@ -159,7 +200,7 @@ def _run(
                 )
 
         matrix = run_matrix(cells, work, database_url=database_url, jobs=jobs,
-                            on_result=on_result)  # fmt: skip
+                            on_result=on_result, engine=engine)  # fmt: skip
     matrix.quick = quick
     matrix.seconds = time.monotonic() - started
     if matrix.ok and not keep:
@@ -171,20 +212,33 @@ def _run(
 
 def _save(console: Console, matrix: ChaosMatrix, out_prefix: str) -> None:
     from onceflow.verify.chaos.heatmap import NO_MATPLOTLIB, draw
+    from onceflow.verify.chaos.matrix import cluster_section, section_of, with_section
+    from onceflow.verify.chaos.scenarios import ONCEFLOW
 
     prefix = Path(out_prefix)
     prefix.parent.mkdir(parents=True, exist_ok=True)
+    main_md = prefix.with_name(prefix.name + ".md")
+    if matrix.engine != ONCEFLOW:
+        prefix = prefix.with_name(f"{prefix.name}-{matrix.engine}")
     json_path = prefix.with_name(prefix.name + ".json")
     png_path = prefix.with_name(prefix.name + ".png")
     md_path = prefix.with_name(prefix.name + ".md")
     json_path.write_text(matrix.to_json() + "\n")
     drawn = draw(matrix, png_path)
-    md_path.write_text(matrix.to_markdown(image=drawn.name if drawn else None) + "\n")
+    image = drawn.name if drawn else None
+    kept = section_of(main_md.read_text()) if main_md.exists() else None
+    markdown = matrix.to_markdown(image=image)
+    if matrix.engine == ONCEFLOW:  # keeps the cluster's section of an earlier run
+        markdown = with_section(markdown, kept)
+    md_path.write_text(markdown + "\n")
+    saved = [json_path, md_path, drawn]
+    if matrix.engine != ONCEFLOW and main_md.exists():
+        main_md.write_text(with_section(main_md.read_text(), cluster_section(matrix, image)))
+        saved.append(main_md)
     matrix.render(console)
     verdict = "[green]every cell as predicted[/green]" if matrix.ok else (
         f"[bold red]{len(matrix.mismatches)} cell(s) differ from the prediction[/bold red]"
     )  # fmt: skip
     if drawn is None:
         console.print(NO_MATPLOTLIB, markup=False)
-    saved = ", ".join(str(p) for p in (json_path, md_path, drawn) if p is not None)
-    console.print(f"{verdict}; saved {saved}")
+    console.print(f"{verdict}; saved {', '.join(str(p) for p in saved if p is not None)}")

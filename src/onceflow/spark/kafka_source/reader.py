@@ -20,6 +20,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
+from onceflow.client_errors import is_fatal
 from onceflow.spark.kafka_source.offsets import OffsetRange
 from onceflow.spark.kafka_source.schema import arrow_schema
 from onceflow.spark.leader_change import (
@@ -232,7 +233,7 @@ def read_range(offset_range: OffsetRange, settings: ReadSettings) -> Iterator[pa
                     )
                     done = True
                     break
-                if error.fatal() or not (error.retriable() or is_leader_change(code)):
+                if is_fatal(error) or not (error.retriable() or is_leader_change(code)):
                     raise KafkaException(error)
                 log.debug("transient error reading %s-%s: %s", topic, partition, error)
             if len(columns) >= settings.max_records_per_batch:

@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO
+from typing import IO, TYPE_CHECKING
 
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
@@ -43,6 +43,9 @@ from onceflow.verify.chaos.worker import PAUSE_VAR
 from onceflow.verify.extract import Extractor
 from onceflow.verify.report import AuditReport
 from onceflow.verify.sources import read_input, read_output_topic, read_table
+
+if TYPE_CHECKING:
+    from onceflow.kafka_cluster import KafkaCluster
 
 EVENTS = 30
 PARTITIONS = 2
@@ -112,14 +115,37 @@ class CellNames:
 
 
 class ChaosEnvironment:
-    """What every cell shares: a broker, a work directory, the databases, the log files."""
+    """What every cell shares: a broker, a work directory, the databases, the log files.
 
-    def __init__(self, work: Path, bootstrap: str, databases: CellDatabases) -> None:
+    On an Apache Kafka cluster (``replication > 1``) the cells' topics are replicated
+    with ``topic_config`` (``min.insync.replicas``); ``cluster`` is set when the harness
+    controls the nodes (the failover cells need it)."""
+
+    def __init__(
+        self,
+        work: Path,
+        bootstrap: str,
+        databases: CellDatabases,
+        *,
+        replication: int = 1,
+        topic_config: dict[str, str] | None = None,
+        cluster: KafkaCluster | None = None,
+    ) -> None:
         self.work = work
         self.bootstrap = bootstrap
         self.databases = databases
+        self.replication = replication
+        self.topic_config = dict(topic_config or {})
+        self.cluster = cluster
         self._counter = 0
         self._lock = threading.Lock()
+
+    def create_topics(self, *names: str) -> None:
+        create_topics(self.bootstrap, *names, replication=self.replication,
+                      config=self.topic_config)  # fmt: skip
+        if self.cluster is not None:  # every node knows them before a worker asks
+            for name in names:
+                self.cluster.wait_for_topic(name)
 
     def next_names(self, scenario: Scenario, cell: Cell) -> CellNames:
         with self._lock:
@@ -138,7 +164,7 @@ class ChaosEnvironment:
         cell_dir = self.work / names.prefix
         cell_dir.mkdir(parents=True)
         try:
-            runner = CELL_RUNNERS[cell.fault if cell.fault != "sigkill" else scenario.family]
+            runner = cell_runner(cell.fault if cell.fault != "sigkill" else scenario.family)
             report, note = runner(self, scenario, cell, names, cell_dir)
             for summary in report.sinks:
                 result.counts[summary.name] = {k: v for k, v in summary.counts.items() if v}
@@ -153,17 +179,21 @@ class ChaosEnvironment:
 # -- shared steps ---------------------------------------------------------------------------
 
 
-def create_topics(bootstrap: str, *names: str) -> None:
+def create_topics(
+    bootstrap: str, *names: str, replication: int = 1, config: dict[str, str] | None = None
+) -> None:
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    futures = admin.create_topics([NewTopic(name, PARTITIONS, 1) for name in names])
+    new = [NewTopic(name, PARTITIONS, replication, config=dict(config or {})) for name in names]
+    futures = admin.create_topics(new)
     for future in futures.values():
         future.result(30)
 
 
 def produce_events(bootstrap: str, topic: str, count: int = EVENTS) -> None:
     producer = Producer(
-        {"bootstrap.servers": bootstrap, "enable.idempotence": True, "log_level": 4}
-    )
+        {"bootstrap.servers": bootstrap, "enable.idempotence": True, "acks": "all",
+         "log_level": 4}
+    )  # fmt: skip
     for n in range(count):
         key = f"k{n % KEYS}"
         event = {"id": f"e{n}", "key": key, "n": n}
@@ -261,18 +291,18 @@ Injector = Callable[[subprocess.Popen], None]
 CellRunner = Callable[[ChaosEnvironment, Scenario, Cell, CellNames, Path], tuple[AuditReport, str]]
 
 
-def prepare(bootstrap: str, names: CellNames, databases: CellDatabases) -> str:
+def prepare(env: ChaosEnvironment, names: CellNames) -> str:
     """The cell's topics and input events; returns the URL of its new database."""
-    create_topics(bootstrap, names.input, names.output)
-    produce_events(bootstrap, names.input)
-    return databases.create(names.prefix)
+    env.create_topics(names.input, names.output)
+    produce_events(env.bootstrap, names.input)
+    return env.databases.create(names.prefix)
 
 
 def run_worker(
     env: ChaosEnvironment, scenario: Scenario, cell: Cell, names: CellNames, cell_dir: Path
 ) -> tuple[AuditReport, str]:
     """An article flow (which calls the REST service) or a Runner mode, killed at a step."""
-    database_url = prepare(env.bootstrap, names, env.databases)
+    database_url = prepare(env, names)
     with RestService(cell_dir / "rest.db") as rest:
         rest_option = ("--rest-url", rest.url) if scenario.family == "article" else ()
         command = worker_command(
@@ -292,7 +322,7 @@ def run_relay(
     env: ChaosEnvironment, scenario: Scenario, cell: Cell, names: CellNames, cell_dir: Path
 ) -> tuple[AuditReport, str]:
     """The outbox filled with every input event, then ``onceflow relay`` killed at a step."""
-    database_url = prepare(env.bootstrap, names, env.databases)
+    database_url = prepare(env, names)
     source = read_input(env.bootstrap, names.input, EXTRACTOR, 60)
     with connect(database_url) as db:
         outbox = Outbox(db)
@@ -316,7 +346,7 @@ def run_relay(
 def run_spark(
     env: ChaosEnvironment, scenario: Scenario, cell: Cell, names: CellNames, cell_dir: Path
 ) -> tuple[AuditReport, str]:
-    database_url = prepare(env.bootstrap, names, env.databases)
+    database_url = prepare(env, names)
     command = [
         sys.executable, "-m", "onceflow.verify.chaos.spark_job", "--bootstrap", env.bootstrap,
         "--input", names.input, "--checkpoint", str(cell_dir / "checkpoint"),
@@ -357,8 +387,15 @@ def run_spark(
 # -- faults that are not a worker crash -----------------------------------------------------
 
 
-def paused_run(command: list[str], pause_at: str, log_path: Path, fault: Injector) -> None:
-    """Run until the worker pauses at ``pause_at``, apply ``fault``, let it finish."""
+def paused_run(
+    command: list[str],
+    pause_at: str,
+    log_path: Path,
+    fault: Injector,
+    supervise: Injector | None = None,
+) -> None:
+    """Run until the worker pauses at ``pause_at``, apply ``fault``, let it finish: exit 0
+    by itself, or, with ``supervise``, however that brings it to the end."""
     paused = threading.Event()
     with open(log_path, "a") as log:
         process = start(
@@ -380,6 +417,9 @@ def paused_run(command: list[str], pause_at: str, log_path: Path, fault: Injecto
                 if process.poll() is not None or time.monotonic() > deadline:
                     raise CellError(f"worker never reached {pause_at}; see {log_path}")
             fault(process)
+            if supervise is not None:
+                supervise(process)
+                return
             code = process.wait(RUN_TIMEOUT_S)
         except subprocess.TimeoutExpired:
             raise CellError(f"worker did not finish after the fault; see {log_path}") from None
@@ -475,7 +515,10 @@ def run_fault(
     database_url = env.databases.create(names.prefix)
     extra = ("--lock-timeout-ms", "1000") if cell.fault == "database_unavailable" else ()
     with fault_setting(cell.fault, env, cell_dir, database_url) as (bootstrap, inject, note):
-        create_topics(bootstrap, names.input, names.output)
+        if bootstrap == env.bootstrap:
+            env.create_topics(names.input, names.output)
+        else:
+            create_topics(bootstrap, names.input, names.output)
         produce_events(bootstrap, names.input)
         command = worker_command(bootstrap, "runner", mode, names, database_url, *extra)
         paused_run(command, f"{step}:{cell.occurrence}", cell_dir / "worker.log", inject)
@@ -494,3 +537,16 @@ CELL_RUNNERS: dict[str, CellRunner] = {
     "disk_full": run_fault,
     "power_loss": run_fault,
 }
+
+FAILOVER_FAULTS = frozenset(
+    {"leader_kill", "txn_coordinator_kill", "group_coordinator_kill", "two_nodes_down"}
+)
+
+
+def cell_runner(kind: str) -> CellRunner:
+    """The runner of a family's SIGKILL cells or of a fault's cells."""
+    if kind in FAILOVER_FAULTS:  # they need this module: imported once it is loaded
+        from onceflow.verify.chaos.failover_cells import run_failover
+
+        return run_failover
+    return CELL_RUNNERS[kind]

@@ -23,7 +23,14 @@ from contextlib import ExitStack
 from dataclasses import dataclass, field
 from typing import Any
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Message, Producer
+from confluent_kafka import (
+    OFFSET_BEGINNING,
+    Consumer,
+    KafkaError,
+    KafkaException,
+    Message,
+    Producer,
+)
 from confluent_kafka import TopicPartition as KafkaPartition
 
 from onceflow.crash_points import CrashPoints
@@ -153,6 +160,7 @@ class ArticleFlow:
                 "enable.auto.offset.store": False,
                 "isolation.level": "read_committed",
                 "auto.offset.reset": "earliest",
+                "enable.partition.eof": True,
                 **settings.consumer_config,
             }
         )
@@ -167,18 +175,27 @@ class ArticleFlow:
             self._txn = KafkaTransaction(self.settings.bootstrap, self.settings.transactional_id)
 
     def run(self) -> int:
-        """Process events until none arrived for ``idle_exit_s``; returns how many."""
+        """Process events until every partition was read to its end and none arrived for
+        ``idle_exit_s``; returns how many. (Idleness counted without knowing the end
+        ends the run when a fetch or a step is slow, e.g. on a loaded cluster, and
+        leaves events unprocessed.)"""
         self.prepare()
-        self._assign()
+        assigned = set(self._assign())
+        at_end: set[TP] = set()
         idle_since = time.monotonic()
         try:
-            while time.monotonic() - idle_since < self.settings.idle_exit_s:
+            while at_end != assigned or time.monotonic() - idle_since < self.settings.idle_exit_s:
                 message = self.consumer.poll(0.2)
                 if message is None:
                     continue
                 if message.error() is not None:
-                    log.warning("consumer: %s", message.error())
+                    if message.error().code() == KafkaError._PARTITION_EOF:
+                        at_end.add((message.topic(), message.partition()))
+                        idle_since = time.monotonic()
+                    else:
+                        log.warning("consumer: %s", message.error())
                     continue
+                at_end.discard((message.topic(), message.partition()))
                 idle_since = time.monotonic()
                 self._process(message)
         finally:
@@ -189,7 +206,7 @@ class ArticleFlow:
                 self._producer.flush(10)
         return self.processed
 
-    def _assign(self) -> None:
+    def _assign(self) -> list[TP]:
         topic = self.settings.input_topic
         metadata = self.consumer.list_topics(topic, timeout=30).topics[topic]
         partitions = [(topic, p) for p in sorted(metadata.partitions)]
@@ -206,6 +223,7 @@ class ArticleFlow:
                 for t, p in partitions
             ]
         )
+        return partitions
 
     def _kafka_committed(self, partitions: list[TP]) -> dict[TP, int | None]:
         committed = self.consumer.committed([KafkaPartition(t, p) for t, p in partitions], 30)

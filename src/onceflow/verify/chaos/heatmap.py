@@ -13,6 +13,7 @@ from pathlib import Path
 
 from onceflow.verify.chaos.cells import CellResult
 from onceflow.verify.chaos.matrix import ChaosMatrix, observed_text
+from onceflow.verify.chaos.scenarios import ONCEFLOW
 
 COLOURS = {
     "ok": "#4caf50",
@@ -89,9 +90,10 @@ def draw(matrix: ChaosMatrix, path: Path) -> Path | None:
     axes.set_ylim(0, len(rows))
     axes.axis("off")
     as_predicted = len(matrix.results) - len(matrix.mismatches)
+    on = "" if matrix.engine == ONCEFLOW else f"{matrix.engine}, "
     axes.set_title(
         f"onceflow chaos matrix: {as_predicted}/{len(matrix.results)} cells as predicted "
-        f"({matrix.database}; * = onceflow claims exactly-once; R=rest D=db T=topic)",
+        f"({on}{matrix.database}; * = onceflow claims exactly-once; R=rest D=db T=topic)",
         fontsize=9,
     )
     legend = [Patch(color=COLOURS[k], label=k) for k in ("ok", "duplicated", "lost", "error")]

@@ -17,7 +17,12 @@ transaction. The ``runner`` rows are onceflow's own ``Runner`` at each of its cr
 ``spark`` the exactly-once Spark sinks, ``fault`` the faults that are not a worker crash:
 a broker SIGKILL during a commit, the database unavailable for a while, a network cut, the
 broker's disk full for a while, and a power loss of the broker (its files cut back to what
-it had fsynced).
+it had fsynced). On a 3-node Apache Kafka cluster, ``fault`` also has the failovers a
+single broker cannot show: the partition leader's node, the transaction coordinator's node
+or the group coordinator's node SIGKILLed mid-transaction, and two of three nodes down.
+
+Every row names the engines it runs on (``ENGINES``): the faults aimed at onceflow's own
+broker process or files run on onceflow's broker only, the failovers on a cluster only.
 """
 
 from __future__ import annotations
@@ -28,6 +33,10 @@ from onceflow.verify.chaos.flows import FLOWS, STEP_LABELS
 
 OK, DUPLICATED, LOST = "ok", "duplicated", "lost"
 OUTCOMES = (OK, DUPLICATED, LOST)
+
+ONCEFLOW, APACHE_KAFKA = "onceflow", "apache-kafka"
+ENGINES = (ONCEFLOW, APACHE_KAFKA)
+BOTH = frozenset(ENGINES)
 
 
 @dataclass(frozen=True)
@@ -40,7 +49,8 @@ class Cell:
     number: int | None = None  # the article's step number
     occurrence: int = 3  # SIGKILL the N-th time the step is reached
     quick: bool = False
-    # sigkill | broker_kill | database_unavailable | network_cut | disk_full | power_loss
+    # sigkill | broker_kill | database_unavailable | network_cut | disk_full | power_loss |
+    # leader_kill | txn_coordinator_kill | group_coordinator_kill | two_nodes_down
     fault: str = "sigkill"
 
 
@@ -53,6 +63,8 @@ class Scenario:
     exactly_once: bool  # onceflow's claim: no anomaly in any cell
     source: str = ""  # where the prediction comes from
     options: dict[str, str] = field(default_factory=dict)
+    engines: frozenset[str] = BOTH  # where the row can run
+    not_on_kafka: str = ""  # why it cannot run on an Apache Kafka cluster
 
     @property
     def family(self) -> str:
@@ -317,19 +329,33 @@ SPARK = (
 )
 
 
-def fault_scenario(fault: str, title: str, *cells: tuple[str, str, str]) -> Scenario:
+def fault_scenario(
+    fault: str,
+    title: str,
+    *cells: tuple[str, str, str],
+    engines: frozenset[str] = BOTH,
+    not_on_kafka: str = "",
+    all_quick: bool = False,
+) -> Scenario:
     """A fault that is not a worker crash, injected at each (step, label, output) given; the
-    output must come out exactly once. The first cell is in the quick subset."""
+    output must come out exactly once. The first cell (``all_quick``: every cell) is in the
+    quick subset."""
     return Scenario(
         f"fault/{fault}",
         title,
         ("db", "topic"),
         tuple(
-            Cell(step, label, {output: OK}, fault=fault, quick=number == 0)
+            Cell(step, label, {output: OK}, fault=fault, quick=all_quick or number == 0)
             for number, (step, label, output) in enumerate(cells)
         ),
         exactly_once=True,
+        engines=engines,
+        not_on_kafka=not_on_kafka,
     )
+
+
+EMBEDDED = frozenset({ONCEFLOW})
+CLUSTER = frozenset({APACHE_KAFKA})
 
 
 FAULTS = (
@@ -338,6 +364,9 @@ FAULTS = (
         "Broker SIGKILL during a commit",
         ("kafka_transactions:after_send_offsets", "EndTxn in flight", "topic"),
         ("db_offsets:after_db_commit", "offset commit in flight", "db"),
+        engines=EMBEDDED,
+        not_on_kafka="SIGKILLs and restarts the cell's own onceflow broker "
+        "(on a cluster: fault/leader_kill and the coordinator kills)",
     ),
     fault_scenario(
         "database_unavailable",
@@ -350,6 +379,8 @@ FAULTS = (
         "Network cut worker-broker for 3 s",
         ("kafka_transactions:after_produce", "inside a Kafka transaction", "topic"),
         ("db_offsets:after_work", "inside a database transaction", "db"),
+        engines=EMBEDDED,
+        not_on_kafka="its TCP proxy needs a broker it starts advertising 127.0.0.2",
     ),
 )
 
@@ -360,6 +391,8 @@ STORAGE_FAULTS = (
         ("kafka_transactions:after_consume", "during produce and EndTxn", "topic"),
         ("kafka_transactions:after_send_offsets", "EndTxn in flight", "topic"),
         ("inbox:after_db_commit", "offset commit in flight", "db"),
+        engines=EMBEDDED,
+        not_on_kafka="limits the file size of onceflow's broker process (RLIMIT_FSIZE)",
     ),
     fault_scenario(
         "power_loss",
@@ -367,18 +400,64 @@ STORAGE_FAULTS = (
         ("kafka_transactions:after_send_offsets", "during a transaction's commit", "topic"),
         ("kafka_transactions:after_produce", "inside a Kafka transaction", "topic"),
         ("inbox:after_db_commit", "during an offset commit (group commit)", "db"),
+        engines=EMBEDDED,
+        not_on_kafka="cuts onceflow's broker files back to its fsync journal",
     ),
 )
 
-SCENARIOS: tuple[Scenario, ...] = (*ARTICLE, *RUNNER, RELAY, *SPARK, *FAULTS, *STORAGE_FAULTS)
+# RF=3, min.insync.replicas=2, acks=all; the worker pauses at the step, the node is SIGKILLed,
+# the worker goes on and the node is restarted a few seconds later (failover.py).
+FAILOVERS = (
+    fault_scenario(
+        "leader_kill",
+        "Partition leader's node SIGKILLed (Apache Kafka, 3 nodes)",
+        ("kafka_transactions:after_produce", "output leader, inside a Kafka transaction",
+         "topic"),
+        ("inbox:after_consume", "input leader, before the offsets are committed", "db"),
+        engines=CLUSTER,
+        all_quick=True,
+    ),
+    fault_scenario(
+        "txn_coordinator_kill",
+        "Transaction coordinator's node SIGKILLed (Apache Kafka, 3 nodes)",
+        ("kafka_transactions:after_send_offsets", "before EndTxn", "topic"),
+        engines=CLUSTER,
+        all_quick=True,
+    ),
+    fault_scenario(
+        "group_coordinator_kill",
+        "Group coordinator's node SIGKILLed (Apache Kafka, 3 nodes)",
+        ("kafka_transactions:after_produce", "before TxnOffsetCommit", "topic"),
+        ("db_offsets:after_db_commit", "before the Kafka offset commit", "db"),
+        engines=CLUSTER,
+        all_quick=True,
+    ),
+    fault_scenario(
+        "two_nodes_down",
+        "Two of three nodes down, then one back (Apache Kafka, 3 nodes)",
+        ("kafka_transactions:after_produce", "inside a Kafka transaction", "topic"),
+        engines=CLUSTER,
+        all_quick=True,
+    ),
+)  # fmt: skip
+
+SCENARIOS: tuple[Scenario, ...] = (
+    *ARTICLE, *RUNNER, RELAY, *SPARK, *FAULTS, *STORAGE_FAULTS, *FAILOVERS,
+)  # fmt: skip
 
 
 def select(
-    quick: bool = False, patterns: tuple[str, ...] = (), families: tuple[str, ...] = ()
+    quick: bool = False,
+    patterns: tuple[str, ...] = (),
+    families: tuple[str, ...] = (),
+    engine: str = ONCEFLOW,
 ) -> list[tuple[Scenario, Cell]]:
-    """The cells to run: all, or the quick subset; optionally only some patterns/families."""
+    """The cells to run on ``engine``: all, or the quick subset; optionally only some
+    patterns/families."""
     chosen = []
     for scenario in SCENARIOS:
+        if engine not in scenario.engines:
+            continue
         if families and scenario.family not in families:
             continue
         if patterns and not any(p in (scenario.name, scenario.pattern) for p in patterns):
