@@ -137,6 +137,7 @@ class ChaosEnvironment:
         self.replication = replication
         self.topic_config = dict(topic_config or {})
         self.cluster = cluster
+        self.runners: dict[str, CellRunner] = dict(CELL_RUNNERS)
         self._counter = 0
         self._lock = threading.Lock()
 
@@ -164,7 +165,7 @@ class ChaosEnvironment:
         cell_dir = self.work / names.prefix
         cell_dir.mkdir(parents=True)
         try:
-            runner = cell_runner(cell.fault if cell.fault != "sigkill" else scenario.family)
+            runner = self.runners[cell.fault if cell.fault != "sigkill" else scenario.family]
             report, note = runner(self, scenario, cell, names, cell_dir)
             for summary in report.sinks:
                 result.counts[summary.name] = {k: v for k, v in summary.counts.items() if v}
@@ -541,12 +542,3 @@ CELL_RUNNERS: dict[str, CellRunner] = {
 FAILOVER_FAULTS = frozenset(
     {"leader_kill", "txn_coordinator_kill", "group_coordinator_kill", "two_nodes_down"}
 )
-
-
-def cell_runner(kind: str) -> CellRunner:
-    """The runner of a family's SIGKILL cells or of a fault's cells."""
-    if kind in FAILOVER_FAULTS:  # they need this module: imported once it is loaded
-        from onceflow.verify.chaos.failover_cells import run_failover
-
-        return run_failover
-    return CELL_RUNNERS[kind]

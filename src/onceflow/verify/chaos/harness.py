@@ -22,6 +22,7 @@ from confluent_kafka.admin import AdminClient
 from onceflow.broker.process import BrokerProcess
 from onceflow.verify.chaos.cells import FAILOVER_FAULTS, CellResult, ChaosEnvironment
 from onceflow.verify.chaos.databases import CellDatabases
+from onceflow.verify.chaos.failover_cells import run_failover
 from onceflow.verify.chaos.matrix import ChaosMatrix, ordered
 from onceflow.verify.chaos.scenarios import APACHE_KAFKA, ONCEFLOW, Cell, Scenario
 
@@ -78,15 +79,23 @@ def environment(engine: Engine, work: Path, databases: CellDatabases) -> Iterato
         return
     if engine.cluster is not None:
         engine.cluster.heal()
-        yield replicated(ChaosEnvironment(work, engine.cluster.bootstrap, databases,
-                                          cluster=engine.cluster), engine)  # fmt: skip
+        yield with_failovers(replicated(ChaosEnvironment(work, engine.cluster.bootstrap,
+                             databases, cluster=engine.cluster), engine))  # fmt: skip
         return
     from onceflow.kafka_cluster import KafkaCluster
 
     with KafkaCluster(CLUSTER_NODES, directory=work / "apache-kafka") as cluster:
-        yield replicated(
-            ChaosEnvironment(work, cluster.bootstrap, databases, cluster=cluster), engine
+        yield with_failovers(
+            replicated(
+                ChaosEnvironment(work, cluster.bootstrap, databases, cluster=cluster), engine
+            )
         )
+
+
+def with_failovers(env: ChaosEnvironment) -> ChaosEnvironment:
+    """The failover cells' runner, for an environment whose cluster nodes it controls."""
+    env.runners.update(dict.fromkeys(FAILOVER_FAULTS, run_failover))
+    return env
 
 
 def replicated(env: ChaosEnvironment, engine: Engine) -> ChaosEnvironment:
