@@ -82,7 +82,12 @@ def _read_all(ctx: RequestContext, request: Any) -> tuple[Any, int, list[Partiti
                             for txn in result.aborted
                         )
             except KafkaError as error:
+                # Kafka answers a partition error without watermarks; its aborted list is
+                # null for an offset out of range (found reading the log), else empty.
                 code = error.code
+                high_watermark = stable = start = -1
+                records = None
+                aborted = None if code == ErrorCode.offset_out_of_range else ()
             if read_committed and aborted is None and code == ErrorCode.none:
                 aborted = ()
             partitions.append(
@@ -93,7 +98,7 @@ def _read_all(ctx: RequestContext, request: Any) -> tuple[Any, int, list[Partiti
                     high_watermark=high_watermark,
                     last_stable_offset=stable,
                     log_start_offset=start,
-                    aborted_transactions=aborted if read_committed else None,
+                    aborted_transactions=aborted if read_committed or code else None,
                     preferred_read_replica=-1,
                     records=records if records is not None else b"",
                 )

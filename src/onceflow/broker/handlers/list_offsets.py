@@ -82,7 +82,8 @@ async def list_offsets(ctx: RequestContext, request: Any) -> Any:
                     error_code=outcome.code,
                     timestamp=timestamp,
                     offset=offset,
-                    leader_epoch=leader_epoch,
+                    # Kafka: no epoch when no offset is found (or the partition failed).
+                    leader_epoch=leader_epoch if offset >= 0 else -1,
                 )
             )
         topics.append(build(topic_cls, name=topic.name, partitions=tuple(partitions)))
