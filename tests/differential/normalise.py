@@ -3,7 +3,8 @@
 A response becomes plain data (dicts, lists, ints, strings, bytes; record sets decoded
 into batches, ``records.decode_batches``); then, and only then:
 
-1. throttle times and every ``error_message`` are dropped (texts are not protocol);
+1. throttle times and every error message (``error_message``,
+   ``batch_index_error_message``) are dropped: texts are not protocol;
 2. hosts, ports, cluster ids, client hosts, log directories and disk sizes become
    ``<host>``, ``<port>``, ``<cluster>``, ``<client-host>``, ``<log-dir>``, ``<disk-bytes>``;
    node ids >= 0 become ``<node>`` (one node on each side);
@@ -32,7 +33,7 @@ from typing import Any
 
 from tests.differential.records import decode_batches
 
-DROPPED = {"throttle_time_ms", "throttle_time", "error_message"}
+DROPPED = {"throttle_time_ms", "throttle_time", "error_message", "batch_index_error_message"}
 HOSTS = {
     "host": "<host>",
     "port": "<port>",
