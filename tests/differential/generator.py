@@ -325,8 +325,16 @@ class Generator:
             return [step]
         if roll < 0.45:  # an oversized name
             return [s.produce("c2", "~" + "x" * 300, s.batch(b"v"))]
-        if roll < 0.6:  # negative counts and sizes
-            return [s.fetch("c1", "~t", 0, max_bytes=-1)]
+        if roll < 0.6:  # negative partitions and offsets
+            return [
+                self.random.choice(
+                    [
+                        s.fetch("c1", "~t", -5, partition=-1),
+                        s.list_offsets("c1", "~t", -1, partition=-1),
+                        s.fetch("c1", "~t", -7),
+                    ]
+                )
+            ]
         if roll < 0.75:
             return [
                 *s.create_topics(

@@ -107,6 +107,30 @@ def topic_ready(topics: list[str], partitions: int | None = None) -> Step:
     return step
 
 
+def partitions_led(topic_name: str, partitions: int) -> Step:
+    """Wait until the broker leads every partition of the topic (Kafka's replica manager
+    takes leadership a moment after the metadata names the leader)."""
+    step = Step(
+        ADMIN,
+        2,
+        {
+            "replica_id": -1,
+            "topics": [
+                {
+                    "name": topic_name,
+                    "partitions": [
+                        {"partition_index": p, "timestamp": EARLIEST} for p in range(partitions)
+                    ],
+                }
+            ],
+        },
+        compare=False,
+        label="partitions led",
+    )
+    step.wait_until = lambda r: all(p.error_code == 0 for t in r.topics for p in t.partitions)
+    return step
+
+
 def topic_gone(topics: list[str]) -> Step:
     step = metadata(topics, compare=False, label="topic deleted")
     step.wait_until = lambda r: all(t.error_code == 3 for t in r.topics)
@@ -145,6 +169,10 @@ def create_topics(
     ]
     if wait and not validate_only:
         steps.append(topic_ready(names))
+        steps += [
+            partitions_led(e["name"], max(e["num_partitions"], len(e["assignments"]), 1))
+            for e in entries
+        ]
     return steps
 
 
@@ -218,7 +246,16 @@ def produce(
         },
         version,
         label=label,
+        wait_until=None if acks == 0 else not_leader_free,
     )
+
+
+def not_leader_free(response: Any) -> bool:
+    """Kafka answers NOT_LEADER_OR_FOLLOWER, with nothing appended, while the transaction
+    verification cannot reach the coordinator yet; a producer sends again, so does this."""
+    if isinstance(response, dict):
+        return True
+    return all(p.error_code != 6 for t in response.responses for p in t.partition_responses)
 
 
 def batch(
@@ -723,7 +760,7 @@ def consumer_heartbeat(
             "subscribed_topic_names": list(topics) if topics is not None else None,
             "subscribed_topic_regex": None,
             "server_assignor": assignor,
-            "topic_partitions": owned,
+            "topic_partitions": [] if owned is None else owned,
         },
         label=label or f"consumer heartbeat {client}",
     )

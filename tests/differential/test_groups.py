@@ -4,11 +4,14 @@ ConsumerGroupHeartbeat."""
 
 from __future__ import annotations
 
+import base64
+import uuid
+
 import pytest
 
 from tests.differential import steps as s
 from tests.differential.driver import Await, Step
-from tests.differential.scenario import Scenario, check, scenarios
+from tests.differential.scenario import Scenario, check, expecting, scenarios
 
 pytestmark = pytest.mark.xdist_group("differential")
 
@@ -40,11 +43,17 @@ def two_members() -> list:
     ]
 
 
+def client_uuid(client: str) -> str:
+    """A member id as a KIP-848 client makes one: a random UUID in Kafka's base64 form."""
+    raw = uuid.uuid5(uuid.NAMESPACE_DNS, client).bytes
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
 def consumer(client: str, epoch: int | None = None, member_id: str | None = None, **kw) -> Step:
     """ConsumerGroupHeartbeat; ``member_id=""`` on a first heartbeat stands for the id
     the client generates itself (v1: a UUID the client picks)."""
     if member_id == "":
-        member_id = f"{client}-member-0000000000000"
+        member_id = client_uuid(client)
     return s.consumer_heartbeat(client, G, member_epoch=epoch, member_id=member_id, **kw)
 
 
@@ -462,6 +471,34 @@ SCENARIOS = scenarios(
         "classic join on a consumer group",
         [s.topic(T), consumer(C1, 0, member_id=""), s.join(C2, G, member_id="")],
     ),
+)
+
+SCENARIOS += [  # found by the generated sequences
+    Scenario(
+        f"group commit with a generation to no group v{version}",
+        [
+            s.topic(T),
+            s.offset_commit(
+                C1, "~nogroup", {T: [(0, 1)]}, generation_id=1, member_id="", version=version
+            ),
+        ],
+    )
+    for version in (7, 8, 9)
+]
+
+
+SCENARIOS = expecting(
+    SCENARIOS,
+    {
+        "group static member replaced": ("static-member-leader",),
+        "consumer group join and stable": ("kip848-epochs-and-assignment",),
+        "consumer group two members": ("kip848-epochs-and-assignment",),
+        "consumer group wrong epoch": ("kip848-epochs-and-assignment",),
+        "consumer group unknown member": ("kip848-epochs-and-assignment",),
+        "consumer group leave": ("kip848-epochs-and-assignment",),
+        "consumer group on a classic group": ("classic-consumer-group-conversion",),
+        "classic join on a consumer group": ("classic-consumer-group-conversion",),
+    },
 )
 
 

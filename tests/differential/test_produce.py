@@ -7,7 +7,7 @@ import pytest
 from tests.differential import steps as s
 from tests.differential.driver import Step
 from tests.differential.records import BASE_TIME_MS, Batch, encode_batch
-from tests.differential.scenario import Scenario, check, scenarios
+from tests.differential.scenario import Scenario, check, expecting, scenarios
 
 pytestmark = pytest.mark.xdist_group("differential")
 
@@ -370,7 +370,6 @@ SCENARIOS = scenarios(
         [
             s.topic(T),
             s.produce(P, T, b(b"a", seq=0, transactional=True), transactional_id="~never"),
-            *s.offsets_view(C, T),
         ],
     ),
     # ---- fetch and list offsets
@@ -511,6 +510,38 @@ SCENARIOS = scenarios(
             *[s.fetch(C, T, 0, version=v) for v in (4, 7, 11, 12, 13, 15, 16)],
         ],
     ),
+)
+
+SCENARIOS += [  # found by the generated sequences
+    Scenario(
+        "fetch limit ends inside the second batch",
+        [
+            s.topic(T),
+            s.produce(P, T, s.batch(b"a" * 20)),
+            s.produce(P, T, s.batch(b"b" * 20)),
+            s.fetch(C, T, 0, max_bytes=100),
+        ],
+    ),
+    Scenario(
+        "fetch negative max bytes",
+        [s.topic(T), s.produce(P, T, s.batch(b"a")), s.fetch(C, T, 0, max_bytes=-1)],
+    ),
+]
+
+
+SCENARIOS = expecting(
+    SCENARIOS,
+    {
+        "produce null records": ("produce-null-records",),
+        "idempotent duplicate of the last batch": ("duplicate-log-append-time",),
+        "idempotent duplicate of an earlier batch": ("duplicate-log-append-time",),
+        "idempotent two producers interleaved": ("duplicate-log-append-time",),
+        "fetch negative max bytes": ("fetch-negative-max-bytes",),
+        "fetch limit ends inside the second batch": ("fetch-partial-batch",),
+        "produce with transactional id never initialised": (
+            "transactional-batch-without-producer-id",
+        ),
+    },
 )
 
 

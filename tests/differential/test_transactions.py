@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from tests.differential import steps as s
-from tests.differential.scenario import Scenario, check, scenarios
+from tests.differential.scenario import Scenario, check, expecting, scenarios
 
 pytestmark = pytest.mark.xdist_group("differential")
 
@@ -520,6 +520,61 @@ SCENARIOS = scenarios(
         "txn init producer id for an idempotent producer with epoch",
         [s.init_producer_id(P), s.init_producer_id(P, with_epoch=True)],
     ),
+)
+
+SCENARIOS += [
+    # found by the generated sequences
+    Scenario(
+        "txn offset commit of an unknown topic without a producer",
+        [s.topic(T), s.txn_offset_commit(P, X, G, {"~absent": [(0, 1)], T: [(0, 1)]})],
+    ),
+    Scenario(
+        "txn v2 abort with nothing begun",
+        [
+            s.topic(T),
+            s.init_producer_id(P, X),
+            s.end_txn(P, X, False, version=5),
+            s.txn_settled(X),
+            s.end_txn(P, X, False, version=5),
+            s.txn_settled(X),
+            s.end_txn(P, X, True, version=5),
+            tproduce((b"a",), mode=V2),
+            *end(True, V2),
+            *view(),
+        ],
+    ),
+]
+SCENARIOS += [
+    Scenario(
+        f"txn offset commit wrong epoch v{version}",
+        [
+            s.topic(T),
+            *begin(),
+            s.add_offsets(P, X, G),
+            s.txn_offset_commit(P, X, G, {T: [(0, 5)]}, epoch_offset=-1, version=version),
+            s.txn_offset_commit(P, X, G, {T: [(0, 5)]}, epoch_offset=1, version=version),
+            *end(True),
+            s.offset_fetch(C, G, {T: [0]}),
+        ],
+    )
+    for version in (0, 2, 3, 4)
+]
+
+
+SCENARIOS = expecting(
+    SCENARIOS,
+    {
+        "txn produce before add partitions (v1)": ("transaction-abortable-v11",),
+        "txn add unknown topic and partition": ("describe-transactions-no-start-time",),
+        "txn end with nothing begun": ("describe-transactions-no-start-time",),
+        "txn empty commit": ("describe-transactions-no-start-time",),
+        "txn fenced by a new init": ("describe-transactions-no-start-time",),
+        "txn re-init with producer id and epoch": (
+            "describe-transactions-no-start-time",
+            "describe-producers-epoch-after-reinit",
+        ),
+        "txn sequence gap inside a transaction": ("duplicate-log-append-time",),
+    },
 )
 
 
