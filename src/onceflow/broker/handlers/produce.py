@@ -53,7 +53,8 @@ async def produce(ctx: RequestContext, request: Any) -> Any:
     denied = rules.produce_denials(ctx, request.transactional_id, request.topic_data)
     for topic_data in request.topic_data:
         partitions = []
-        for data in topic_data.partition_data:
+        # a partition listed twice: Kafka keeps the last entry (its request is a map)
+        for data in {data.index: data for data in topic_data.partition_data}.values():
             base_offset, append_time, start_offset = -1, -1, -1
             record_errors: list[tuple[int, str]] = []
             partition = None
