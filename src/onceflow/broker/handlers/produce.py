@@ -135,6 +135,10 @@ async def produce(ctx: RequestContext, request: Any) -> Any:
         topics.append(build(topic_cls, name=topic_data.name, partition_responses=tuple(partitions)))
     response = build(cls, responses=tuple(topics), throttle_time=NO_THROTTLE)
     if acks == 0:
+        # No answer to carry an error: Kafka closes the connection instead, so the
+        # producer learns of it (its next request fails and it reconnects).
+        if any(p.error_code for topic in topics for p in topic.partition_responses):
+            ctx.session.close_after_response = True
         return NO_RESPONSE
     if waits:
         return Deferred(_when_durable(waits, response, request.timeout.total_seconds()))
