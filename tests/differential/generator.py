@@ -53,7 +53,8 @@ class Generator:
     def __init__(self, seed: int, common: dict[int, tuple[int, int]]) -> None:
         self.random = random.Random(seed)
         self.common = common
-        self.sequence = {"p1": {}, "p2": {}}  # (topic, partition) -> next sequence number
+        # Per producer: (topic, partition) -> next sequence number; None before InitProducerId.
+        self.sequence: dict[str, dict[tuple[str, int], int] | None] = {"p1": None, "p2": None}
         self.menu: list[tuple[int, Callable[[], Action]]] = [
             (6, self.produce_plain),
             (6, self.produce_idempotent),
@@ -97,24 +98,18 @@ class Generator:
         topic, partition = self.topic_partition()
         acks = self.random.choice([-1, -1, 1, 1, 0, 2])
         stamp = BASE_TIME_MS + self.random.randrange(50)
-        return [
-            s.produce(
-                "c2",
-                topic,
-                s.batch(*self.values(), timestamp_ms=stamp),
-                partition,
-                acks,
-                version=self.version(0),
-            )
-        ]
+        batch = s.batch(*self.values(), timestamp_ms=stamp)
+        step = s.produce("c2", topic, batch, partition, acks, version=self.version(0))
+        return [step, s.barrier("c2")] if acks == 0 else [step]
 
     def produce_idempotent(self) -> Action:
-        if not self.sequence["p1"] or self.random.random() < 0.08:
-            self.sequence["p1"] = {("", 0): 0}
+        sequences = self.sequence["p1"]
+        if sequences is None or self.random.random() < 0.08:
+            self.sequence["p1"] = {}
             return [s.init_producer_id("p1")]
         topic, partition = self.topic_partition()
         values = self.values()
-        expected = self.sequence["p1"].get((topic, partition), 0)
+        expected = sequences.get((topic, partition), 0)
         roll = self.random.random()
         sequence = expected
         if roll < 0.1:
@@ -123,15 +118,16 @@ class Generator:
             sequence = expected + self.random.randint(1, 3)  # a gap
         epoch_offset = 1 if self.random.random() < 0.05 else 0
         if sequence == expected and epoch_offset == 0:
-            self.sequence["p1"][(topic, partition)] = expected + len(values)
+            sequences[(topic, partition)] = expected + len(values)
         batch = s.batch(*values, producer="p1", sequence=sequence, epoch_offset=epoch_offset)
         return [s.produce("p1", topic, batch, partition, version=self.version(0))]
 
     def transaction_step(self) -> Action:
         roll = self.random.random()
         v2 = self.random.random() < 0.3
-        if not self.sequence["p2"] or roll < 0.08:
-            self.sequence["p2"] = {("", 0): 0}
+        sequences = self.sequence["p2"]
+        if sequences is None or roll < 0.08:
+            self.sequence["p2"] = {}
             return [s.init_producer_id("p2", TX)]
         if roll < 0.3:
             topic, partition = self.topic_partition()
@@ -139,8 +135,8 @@ class Generator:
         if roll < 0.6:
             topic, partition = self.topic_partition()
             values = self.values()
-            sequence = self.sequence["p2"].get((topic, partition), 0)
-            self.sequence["p2"][(topic, partition)] = sequence + len(values)
+            sequence = sequences.get((topic, partition), 0)
+            sequences[(topic, partition)] = sequence + len(values)
             batch = s.batch(*values, producer="p2", sequence=sequence, transactional=True)
             return [
                 s.produce(

@@ -13,7 +13,8 @@ into batches, ``records.decode_batches``); then, and only then:
    appearance on that side (``<topic-id#0>``, ``<pid#1>``, ``<member#0>``...);
    a producer epoch by its order of appearance for its producer id (``<epoch#0>``...);
 4. times the broker assigns (log append time, transaction start time, the timestamps of
-   control batches and of LogAppendTime batches) become ``<time>``;
+   control batches and of LogAppendTime batches, a ListOffsets timestamp later than 2025,
+   which no scenario's record carries: a marker's) become ``<time>``;
 5. the unique per-scenario prefix of topic, group and transactional-id names becomes ``~``;
 6. listings of everything a broker holds (ListGroups, ListTransactions, Metadata for all
    topics) keep only the scenario's own entries: the scenarios share the two brokers;
@@ -66,6 +67,9 @@ BROKER_TIMES = {
 }
 MEMBER_FIELDS = {"member_id", "leader"}
 ZERO_UUID = uuid.UUID(int=0)
+# Scenarios stamp records around records.BASE_TIME_MS (November 2023): a time after this
+# one (2025) is a broker's clock, e.g. a transaction marker's.
+WALL_CLOCK_FLOOR_MS = 1_735_689_600_000
 # Listings of the whole broker, which other scenarios share: (list field, name field).
 LISTINGS = {
     3: ("topics", "name"),
@@ -96,6 +100,11 @@ class Normaliser:
                 for item in data.get(field) or ()
                 if str(item.get(name)).startswith(self.prefix)
             ]
+        if api_key == 2:  # ListOffsets: the time of a control batch is the broker's
+            for topic in data.get("topics") or ():
+                for partition in topic.get("partitions") or ():
+                    if partition.get("timestamp", -1) > WALL_CLOCK_FLOOR_MS:
+                        partition["timestamp"] = "<time>"
         return self._walk(data)
 
     def _token(self, kind: str, value: Any) -> str:

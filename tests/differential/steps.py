@@ -258,6 +258,14 @@ def not_leader_free(response: Any) -> bool:
     return all(p.error_code != 6 for t in response.responses for p in t.partition_responses)
 
 
+def barrier(client: str) -> Step:
+    """A Metadata request for no topic on ``client``'s connection: a broker serves one
+    connection's requests in order, so what the client sent before (an acks=0 produce,
+    which has no answer) is done when this is answered; Kafka closes the connection
+    instead when that produce failed."""
+    return Step(client, 3, {"topics": [], "allow_auto_topic_creation": False}, label="barrier")
+
+
 def batch(
     *values: bytes,
     producer: str | None = None,

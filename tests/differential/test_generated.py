@@ -14,7 +14,7 @@ from tests.differential.generator import generate
 
 pytestmark = pytest.mark.xdist_group("differential")
 
-BOUNDED_SEEDS = range(int(os.environ.get("ONCEFLOW_DIFF_SEEDS", "60")))
+BOUNDED_SEEDS = range(int(os.environ.get("ONCEFLOW_DIFF_SEEDS", "30")))
 LENGTH = 16
 
 

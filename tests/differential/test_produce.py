@@ -514,6 +514,19 @@ SCENARIOS = scenarios(
 
 SCENARIOS += [  # found by the generated sequences
     Scenario(
+        "acks=0 produce that fails closes the connection",
+        [
+            s.topic(T),
+            s.produce(P, T, s.batch(b"a"), partition=5, acks=0),
+            s.barrier(P),
+            s.produce(P, "~absent", s.batch(b"b"), acks=0),
+            s.barrier(P),
+            s.produce(P, T, s.batch(b"c"), acks=0),
+            s.barrier(P),
+            *s.offsets_view(C, T),
+        ],
+    ),
+    Scenario(
         "fetch limit ends inside the second batch",
         [
             s.topic(T),

@@ -529,6 +529,16 @@ SCENARIOS += [
         [s.topic(T), s.txn_offset_commit(P, X, G, {"~absent": [(0, 1)], T: [(0, 1)]})],
     ),
     Scenario(
+        "txn abort with nothing produced leaves a marker",
+        [
+            s.topic(T),
+            *begin(),
+            *end(False),
+            s.list_offsets(C, T, s.MAX_TIMESTAMP),
+            *view(),
+        ],
+    ),
+    Scenario(
         "txn v2 abort with nothing begun",
         [
             s.topic(T),
