@@ -52,6 +52,7 @@ MARKER_RETRY_SECONDS = (0.05, 2.0)  # first and longest wait between marker atte
 
 ENDED = (TxnState.EMPTY, TxnState.COMPLETE_COMMIT, TxnState.COMPLETE_ABORT)
 
+
 class TransactionCoordinator:
     def __init__(
         self,
