@@ -379,7 +379,8 @@ class TransactionCoordinator:
         if version_2 and metadata.state == done and not metadata.busy:
             # A retry whose answer was lost: the epoch (or id) has moved on since.
             retried = (producer_id, epoch) == (metadata.producer_id, metadata.last_producer_epoch)
-            if retried or (producer_id, epoch) == (metadata.producer_id, metadata.producer_epoch):
+            current = (producer_id, epoch) == (metadata.producer_id, metadata.producer_epoch)
+            if retried or (current and committed):  # an abort at the current epoch: below
                 return metadata.producer_id, metadata.producer_epoch
         if producer_id != metadata.producer_id:
             raise KafkaError(ErrorCode.invalid_producer_id_mapping, "unknown producer id")
