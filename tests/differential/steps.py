@@ -261,8 +261,9 @@ def not_leader_free(response: Any) -> bool:
 def barrier(client: str) -> Step:
     """A Metadata request for no topic on ``client``'s connection: a broker serves one
     connection's requests in order, so what the client sent before (an acks=0 produce,
-    which has no answer) is done when this is answered; Kafka closes the connection
-    instead when that produce failed."""
+    which has no answer) was handled when this is answered (durable is another matter:
+    onceflow's high watermark waits for the fsync); Kafka closes the connection instead
+    when that produce failed."""
     return Step(client, 3, {"topics": [], "allow_auto_topic_creation": False}, label="barrier")
 
 

@@ -522,7 +522,7 @@ SCENARIOS += [  # found by the generated sequences
             s.produce(P, "~absent", s.batch(b"b"), acks=0),
             s.barrier(P),
             s.produce(P, T, s.batch(b"c"), acks=0),
-            s.barrier(P),
+            s.produce(P, T, s.batch(b"d"), acks=1),
             *s.offsets_view(C, T),
         ],
     ),
