@@ -31,6 +31,8 @@ from tests.differential.normalise import Normaliser
 from tests.differential.records import Batch
 
 CLOSED = {"connection": "closed by the broker"}
+ANSWER_SECONDS = 15.0  # longer than any request here may take (produce timeouts are 10 s)
+NO_ANSWER = {"connection": f"no answer within {ANSWER_SECONDS:.0f} s"}
 SETTLE_SECONDS = 20.0
 
 
@@ -90,7 +92,7 @@ class Difference:
 class Connection:
     def __init__(self, bootstrap: str, client_id: str) -> None:
         host, port = bootstrap.rsplit(":", 1)
-        self.sock = socket.create_connection((host, int(port)), timeout=30)
+        self.sock = socket.create_connection((host, int(port)), timeout=ANSWER_SECONDS)
         self.client_id = client_id
         self.correlation = itertools.count(1)
         self.pending: list[tuple[int, int, int]] = []  # (api, version, correlation id)
@@ -119,6 +121,8 @@ class Connection:
         api, version, correlation = self.pending.pop(0)
         try:
             frame = self._frame()
+        except TimeoutError:
+            return NO_ANSWER
         except (ConnectionError, OSError):
             return CLOSED
         assert struct.unpack_from(">i", frame, 0)[0] == correlation
@@ -182,7 +186,7 @@ class Side:
     def receive(self, step: Step) -> Any:
         connection = self.connections[step.client]
         response = connection.receive()
-        if response is CLOSED:
+        if response is CLOSED or response is NO_ANSWER:
             connection.close()
             del self.connections[step.client]
             return response
