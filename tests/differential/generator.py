@@ -55,6 +55,9 @@ class Generator:
         self.common = common
         # Per producer: (topic, partition) -> next sequence number; None before InitProducerId.
         self.sequence: dict[str, dict[tuple[str, int], int] | None] = {"p1": None, "p2": None}
+        # A member joins again with its member id: with a new one, the group would wait
+        # for the old member for the whole rebalance timeout.
+        self.joined = {"c1": False, "c2": False}
         self.menu: list[tuple[int, Callable[[], Action]]] = [
             (6, self.produce_plain),
             (6, self.produce_idempotent),
@@ -194,7 +197,10 @@ class Generator:
         group = GROUPS[client]
         roll = self.random.random()
         if roll < 0.25:
-            return s.join_alone(client, group)
+            if not self.joined[client]:
+                self.joined[client] = True
+                return s.join_alone(client, group)
+            return [s.join(client, group), s.sync(client, group, {client: (("~t", (0,)),)})]
         if roll < 0.4:
             return [
                 s.heartbeat(
@@ -225,6 +231,7 @@ class Generator:
                 )
             ]
         if roll < 0.85:
+            self.joined[client] = False
             return [s.leave(client, group)]
         if roll < 0.93:
             return [s.describe_groups([group])]
