@@ -10,6 +10,7 @@ sequence uses names of its own, so sequences and their shrunk versions never mee
 from __future__ import annotations
 
 import random
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -281,7 +282,8 @@ class Generator:
                         ],
                         "validate_only": self.random.random() < 0.5,
                     },
-                )
+                ),
+                *s.metadata_barrier(),
             ]
         if roll < 0.5:
             return [
@@ -387,6 +389,11 @@ def generate(pair: Pair, seed: int, length: int) -> Outcome:
     return Outcome(seed, actions, differences)
 
 
+def signature(difference: Difference) -> tuple[int, str]:
+    """What a difference is about: its API and first differing field, indexes left out."""
+    return difference.api, re.sub(r"\[[^\]]*\]", "[]", difference.paths[0])
+
+
 def shrink(
     pair: Pair,
     seed: int,
@@ -396,7 +403,9 @@ def shrink(
     budget: int = 40,
 ) -> tuple[list[Action], list[Difference]]:
     """Delta debugging over actions: drop chunks (halves, quarters... single actions)
-    while the rest still diverges; at most ``budget`` reruns."""
+    while the rest still diverges the same way (the first difference's API and field);
+    at most ``budget`` reruns."""
+    wanted = signature(differences[0])
     chunk = max(1, len(actions) // 2)
     while chunk >= 1 and budget > 0:
         start = 0
@@ -404,7 +413,7 @@ def shrink(
             candidate = actions[:start] + actions[start + chunk :]
             budget -= 1
             left = run_sequence(pair, seed, candidate, setup) if candidate else []
-            if left:
+            if any(signature(d) == wanted for d in left):
                 actions, differences = candidate, left
             else:
                 start += chunk

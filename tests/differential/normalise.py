@@ -16,9 +16,10 @@ into batches, ``records.decode_batches``); then, and only then:
    control batches and of LogAppendTime batches, a ListOffsets timestamp later than 2025,
    which no scenario's record carries: a marker's) become ``<time>``;
 5. the unique per-scenario prefix of topic, group and transactional-id names becomes ``~``;
-6. listings of everything a broker holds (ListGroups, ListTransactions, Metadata for all
+6. the partitions of a transaction (DescribeTransactions) are sorted: a set to both;
+7. listings of everything a broker holds (ListGroups, ListTransactions, Metadata for all
    topics) keep only the scenario's own entries: the scenarios share the two brokers;
-7. ApiVersions keeps its error code only: the version ranges are the releases' own (onceflow
+8. ApiVersions keeps its error code only: the version ranges are the releases' own (onceflow
    serves Kafka 3.9's, tests/integration/test_compatibility_doc.py checks them).
 
 Error codes, offsets, watermarks, log start offsets, record contents, sequence numbers,
@@ -100,6 +101,10 @@ class Normaliser:
                 for item in data.get(field) or ()
                 if str(item.get(name)).startswith(self.prefix)
             ]
+        if api_key == 65:  # DescribeTransactions: a transaction's partitions are a set
+            for state in data.get("transaction_states") or ():
+                for topic in state.get("topics") or ():
+                    topic["partitions"] = sorted(topic.get("partitions") or ())
         if api_key == 2:  # ListOffsets: the time of a control batch is the broker's
             for topic in data.get("topics") or ():
                 for partition in topic.get("partitions") or ():

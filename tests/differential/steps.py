@@ -3,6 +3,7 @@ the scenario's names (``~t``) and placeholders, returning driver steps."""
 
 from __future__ import annotations
 
+import itertools
 import struct
 from dataclasses import dataclass
 from typing import Any
@@ -129,6 +130,19 @@ def partitions_led(topic_name: str, partitions: int) -> Step:
     )
     step.wait_until = lambda r: all(p.error_code == 0 for t in r.topics for p in t.partitions)
     return step
+
+
+_barriers = itertools.count()
+
+
+def metadata_barrier() -> list[Step]:
+    """Create a topic and wait until the broker knows it: Kafka's broker applies the
+    controller's metadata records in order, so a config change made before is applied by
+    then (AlterConfigs answers once the controller has it, the broker learns it later)."""
+    steps = create_topics([f"~sync{next(_barriers)}"])
+    for step in steps:
+        step.compare = False
+    return steps
 
 
 def topic_gone(topics: list[str]) -> Step:

@@ -47,8 +47,8 @@ def alter_configs(
     configs: dict[str, str | None],
     resource_type: int = TOPIC_RESOURCE,
     validate_only: bool = False,
-) -> Step:
-    return Step(
+) -> list[Step]:
+    step = Step(
         A,
         33,
         {
@@ -62,6 +62,7 @@ def alter_configs(
             "validate_only": validate_only,
         },
     )
+    return [step, *s.metadata_barrier()]
 
 
 def incremental(
@@ -69,8 +70,8 @@ def incremental(
     ops: list[tuple[str, int, str | None]],
     resource_type: int = TOPIC_RESOURCE,
     validate_only: bool = False,
-) -> Step:
-    return Step(
+) -> list[Step]:
+    step = Step(
         A,
         44,
         {
@@ -86,6 +87,7 @@ def incremental(
             "validate_only": validate_only,
         },
     )
+    return [step, *s.metadata_barrier()]
 
 
 def delete_records(offsets: dict[str, list[tuple[int, int]]]) -> Step:
@@ -438,8 +440,8 @@ SCENARIOS = scenarios(
         "alter configs unknown topic and broker",
         [
             alter_configs("~absent", {"retention.ms": "1"}),
-            alter_configs("1", {"log.retention.ms": "1000"}, BROKER_RESOURCE),
-            alter_configs("", {"num.partitions": "3"}, BROKER_RESOURCE),
+            alter_configs("1", {"log.retention.ms": "1000"}, BROKER_RESOURCE, True),
+            alter_configs("", {"num.partitions": "3"}, BROKER_RESOURCE, True),
             alter_configs("x", {"a": "b"}, 99),
         ],
     ),
@@ -488,8 +490,8 @@ SCENARIOS = scenarios(
             incremental(T, [("retention.ms", SET, "1")], validate_only=True),
             topic_configs(T, ["retention.ms"]),
             incremental("~absent", [("retention.ms", SET, "1")]),
-            incremental("", [("log.retention.ms", SET, "1")], BROKER_RESOURCE),
-            incremental("1", [("num.partitions", SET, "3")], BROKER_RESOURCE),
+            incremental("", [("log.retention.ms", SET, "1")], BROKER_RESOURCE, True),
+            incremental("1", [("num.partitions", SET, "3")], BROKER_RESOURCE, True),
         ],
     ),
     # ---- DeleteRecords
