@@ -410,7 +410,13 @@ def shrink(
     while chunk >= 1 and budget > 0:
         start = 0
         while start < len(actions) and budget > 0:
-            candidate = actions[:start] + actions[start + chunk :]
+            # InitProducerId stays: without it a producer's batches carry producer id -1,
+            # which Kafka and onceflow treat differently (a documented difference).
+            kept = [a for a in actions[start : start + chunk] if a and a[0].api == 22]
+            candidate = actions[:start] + kept + actions[start + chunk :]
+            if len(candidate) == len(actions):
+                start += chunk
+                continue
             budget -= 1
             left = run_sequence(pair, seed, candidate, setup) if candidate else []
             if any(signature(d) == wanted for d in left):
