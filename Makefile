@@ -9,7 +9,7 @@ BIN := $(VENV)/bin
 PYTEST_WORKERS ?= 2
 
 .PHONY: demo broker-demo test stress lint unit integration system-deps venv bench guarantees guarantees-kafka clean \
-	kafka-jars kafka-cluster
+	kafka-jars kafka-cluster diff-kafka
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -34,6 +34,12 @@ kafka-jars: venv system-deps
 kafka-cluster: kafka-jars
 	$(BIN)/onceflow kafka-cluster
 
+# The differential tests alone: the same requests to a single-node Apache Kafka and to
+# onceflow's broker, answers compared (hand-written scenarios and the fixed generated seeds;
+# docs/compatibility.md, "Differences found by the differential tests").
+diff-kafka: venv system-deps kafka-jars
+	$(BIN)/python -m pytest -q tests/differential
+
 demo: venv system-deps
 	$(BIN)/python examples/orders/demo.py
 
@@ -51,16 +57,21 @@ test: venv system-deps kafka-jars
 # connections to one broker with a produce/consume round trip through them (loopback); on
 # the 3-node Apache Kafka cluster, the Runner patterns on both databases with every kill,
 # the copier and the kafka_transactions worker through leader and coordinator SIGKILLs
-# (several rounds), 5 rounds of each Spark failover (leader and transaction
-# coordinator SIGKILLs mid-batch), and every quick chaos cell the cluster can run (the
-# failover cells included).
+# (several rounds), 5 rounds of each Spark failover (leader and transaction coordinator
+# SIGKILLs mid-batch), every quick chaos cell the cluster can run (the failover cells
+# included) and `onceflow prove`'s replays; first, 30 minutes of generated request
+# sequences sent to a single-node Apache Kafka and to onceflow's broker, answers compared
+# (sequences per second and every divergence, shrunk, are printed).
 STRESS_POWER_LOSSES ?= 2000
 STRESS_SPARK_RESTARTS ?= 20
 STRESS_SPARK_FAILOVERS ?= 5
 STRESS_DEMOS ?= 20
 STRESS_CONNECTIONS ?= 10000
 STRESS_FAILOVER_ROUNDS ?= 3
+STRESS_DIFF_SECONDS ?= 1800
 stress: venv system-deps kafka-jars
+	ONCEFLOW_DIFF_SECONDS=$(STRESS_DIFF_SECONDS) $(BIN)/python -m pytest -q -s \
+		tests/differential/test_generated.py -k long_run
 	ONCEFLOW_CONNECTION_FLOOD=$(STRESS_CONNECTIONS) $(BIN)/python -m pytest -q -s \
 		tests/integration/test_connection_flood.py
 	ONCEFLOW_POWER_LOSS_CYCLES=$(STRESS_POWER_LOSSES) $(BIN)/python -m pytest -q \

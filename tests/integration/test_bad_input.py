@@ -226,12 +226,12 @@ def test_bad_records_get_kafka_error_codes(broker, witness):
         ),
         "length beyond data": (
             good[:8] + struct.pack(">i", len(good) + 100) + good[12:],
-            ErrorCode.corrupt_message,
+            ErrorCode.invalid_record,
         ),
-        "shorter than a header": (good[:30], ErrorCode.corrupt_message),
-        "empty": (b"", ErrorCode.corrupt_message),
+        "shorter than a header": (good[:30], ErrorCode.invalid_record),
+        "empty": (b"", ErrorCode.invalid_record),
         "two batches": (good + good, ErrorCode.invalid_record),
-        "magic 1": (good[:16] + b"\x01" + good[17:], ErrorCode.unsupported_for_message_format),
+        "magic 1": (good[:16] + b"\x01" + good[17:], ErrorCode.invalid_record),
         "too large": (
             record_batch([bytes(20_000)]),
             ErrorCode.message_too_large,

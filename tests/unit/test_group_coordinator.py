@@ -405,10 +405,14 @@ def test_offset_commit_generation_rules(tmp_path: Path) -> None:
         broker, groups = await open_coordinator(tmp_path)
         try:
             tp = ("t", 0)
-            # no group and generation >= 0: ILLEGAL_GENERATION; generation -1: a simple commit
+            # no group and generation >= 0: ILLEGAL_GENERATION (v9+: GROUP_ID_NOT_FOUND);
+            # generation -1: a simple commit
+            assert await groups.offsets.commit(
+                OffsetCommitRequest("s", "", None, 3, {tp: (1, -1, "")}, api_version=8)
+            ) == {tp: ErrorCode.illegal_generation}
             assert await groups.offsets.commit(
                 OffsetCommitRequest("s", "", None, 3, {tp: (1, -1, "")})
-            ) == {tp: ErrorCode.illegal_generation}
+            ) == {tp: ErrorCode.group_id_not_found}
             assert await groups.offsets.commit(
                 OffsetCommitRequest("s", "", None, -1, {tp: (5, 2, "m")})
             ) == {tp: ErrorCode.none}

@@ -16,6 +16,7 @@ from onceflow.clock import Clock
 from onceflow.config import BrokerConfig
 from onceflow.coordinator.consumer_group import (
     JOIN_EPOCH,
+    STATIC_LEAVE_EPOCH,
     ConsumerGroup,
     HeartbeatRequest,
     HeartbeatResponse,
@@ -79,7 +80,7 @@ class ConsumerProtocol:
         if group is None or group.consumer is None:
             if request.member_epoch != JOIN_EPOCH:
                 raise KafkaError(
-                    ErrorCode.unknown_member_id, f"Consumer group {request.group_id} not found."
+                    ErrorCode.group_id_not_found, f"Consumer group {request.group_id} not found."
                 )
             if group is not None and not group.is_(GroupState.EMPTY):
                 raise KafkaError(
@@ -123,6 +124,8 @@ class ConsumerProtocol:
                 )
         elif request.member_epoch < -2:
             raise invalid(f"MemberEpoch {request.member_epoch} is invalid.")
+        elif request.member_epoch == STATIC_LEAVE_EPOCH and request.instance_id is None:
+            raise invalid("InstanceId can't be null when MemberEpoch is -2.")
         elif not request.member_id:
             raise invalid("MemberId can't be empty.")
 

@@ -29,6 +29,7 @@ from onceflow.log.manager import LogManager
 from onceflow.protocol.errors import ErrorCode, KafkaError
 
 OFFSET_METADATA_MAX_BYTES = 4096  # Kafka's offset.metadata.max.bytes default
+GROUP_NOT_FOUND_SINCE = 9  # OffsetCommit v9+ answers an unknown group GROUP_ID_NOT_FOUND
 
 # (partition, offset, leader epoch, metadata, error), as OffsetFetch answers each partition
 FetchedOffset = tuple[TopicPartition, int, int, str, ErrorCode]
@@ -126,8 +127,13 @@ class OffsetStore:
             return dict.fromkeys(offsets, ErrorCode.invalid_group_id)
         group = self.groups.get(group_id)
         if group is None:
-            if request.generation_id >= 0:
-                return dict.fromkeys(offsets, ErrorCode.illegal_generation)
+            if request.generation_id >= 0:  # Kafka: GROUP_ID_NOT_FOUND from v9 on
+                code = (
+                    ErrorCode.group_id_not_found
+                    if request.api_version >= GROUP_NOT_FOUND_SINCE
+                    else ErrorCode.illegal_generation
+                )
+                return dict.fromkeys(offsets, code)
             group = self.groups.detached(group_id)  # a group that only stores offsets
         results, valid = self._checked(offsets, self._commit_error(group, request))
         if not valid:
@@ -172,7 +178,11 @@ class OffsetStore:
         group_id, offsets, producer_id = request.group_id, request.offsets, request.producer_id
         if group_id is None:
             return dict.fromkeys(offsets, ErrorCode.invalid_group_id)
-        group = self.groups.get(group_id) or Group(group_id)
+        group = self.groups.get(group_id)
+        if group is None:
+            if request.generation_id >= 0:  # as OffsetCommit: no group has that generation
+                return dict.fromkeys(offsets, ErrorCode.illegal_generation)
+            group = Group(group_id)
         results, valid = self._checked(offsets, self._txn_commit_error(group, request))
         if not valid:
             return results

@@ -50,6 +50,9 @@ MAX_EPOCH = 2**15 - 1
 MARKER_RETRY_SECONDS = (0.05, 2.0)  # first and longest wait between marker attempts
 
 
+ENDED = (TxnState.EMPTY, TxnState.COMPLETE_COMMIT, TxnState.COMPLETE_ABORT)
+
+
 class TransactionCoordinator:
     def __init__(
         self,
@@ -376,7 +379,8 @@ class TransactionCoordinator:
         if version_2 and metadata.state == done and not metadata.busy:
             # A retry whose answer was lost: the epoch (or id) has moved on since.
             retried = (producer_id, epoch) == (metadata.producer_id, metadata.last_producer_epoch)
-            if retried or (producer_id, epoch) == (metadata.producer_id, metadata.producer_epoch):
+            current = (producer_id, epoch) == (metadata.producer_id, metadata.producer_epoch)
+            if retried or (current and committed):  # an abort at the current epoch: below
                 return metadata.producer_id, metadata.producer_epoch
         if producer_id != metadata.producer_id:
             raise KafkaError(ErrorCode.invalid_producer_id_mapping, "unknown producer id")
@@ -386,6 +390,17 @@ class TransactionCoordinator:
             raise KafkaError(ErrorCode.concurrent_transactions, "transaction is completing")
         if metadata.state == done and not version_2:
             return metadata.producer_id, metadata.producer_epoch  # a retried EndTxn
+        if version_2 and not committed and metadata.state in ENDED:
+            # Kafka's transactions v2 let a producer abort with nothing begun: the epoch
+            # moves on (and fences any older producer), no marker to write.
+            metadata.busy = True
+            try:
+                before = metadata.copy()
+                self._bump_for_markers(metadata)
+                await self._end(metadata, committed, before=before)
+            finally:
+                metadata.busy = False
+            return metadata.producer_id, metadata.producer_epoch
         if metadata.state != TxnState.ONGOING:
             raise KafkaError(
                 ErrorCode.invalid_txn_state,

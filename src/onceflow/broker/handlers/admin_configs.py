@@ -51,6 +51,8 @@ async def describe_configs(ctx: RequestContext, request: Any) -> Any:
             )
             keys = resource.configuration_keys
             if resource.resource_type == RESOURCE_TOPIC:
+                if not resource.resource_name:
+                    raise KafkaError(ErrorCode.invalid_topic_exception, "empty topic name")
                 topic = ctx.broker.logs.get_topic(resource.resource_name)
                 described = describe_topic_configs(topic.config, keys)
             elif resource.resource_type == RESOURCE_BROKER:
@@ -163,9 +165,16 @@ def _alter_broker(ctx: RequestContext, resource: Any, compute: Any, validate_onl
         raise KafkaError(ErrorCode.kafka_storage_error, f"cannot save: {error}") from None
 
 
+def _not_null(entry: Any) -> None:
+    if entry.value is None:  # Kafka refuses the request before it looks at the config
+        raise KafkaError(ErrorCode.invalid_request, f"Null value not supported for : {entry.name}")
+
+
 @handles(33, 0, 2)
 async def alter_configs(ctx: RequestContext, request: Any) -> Any:
     def replace_all(current: dict, entries: Any, known: dict, kind: str) -> dict[str, Any]:
+        for entry in entries:
+            _not_null(entry)
         return {entry.name: entry.value for entry in entries}
 
     return _alter(ctx, request, replace_all)
@@ -175,7 +184,12 @@ async def alter_configs(ctx: RequestContext, request: Any) -> Any:
 async def incremental_alter_configs(ctx: RequestContext, request: Any) -> Any:
     def apply_operations(current: dict, entries: Any, known: dict, kind: str) -> dict[str, Any]:
         values = dict(current)
+        names = [entry.name for entry in entries]
+        if len(set(names)) != len(names):
+            raise KafkaError(ErrorCode.invalid_request, "Error due to duplicate config keys")
         for entry in entries:
+            if entry.config_operation != OP_DELETE:
+                _not_null(entry)
             key = known.get(entry.name)
             if key is None:
                 raise KafkaError(
@@ -189,7 +203,7 @@ async def incremental_alter_configs(ctx: RequestContext, request: Any) -> Any:
             elif operation in (OP_APPEND, OP_SUBTRACT):
                 if key.kind != "list":
                     raise KafkaError(
-                        ErrorCode.invalid_request,
+                        ErrorCode.invalid_config,
                         f"Config value append is not allowed for config key: {entry.name}",
                     )
                 items = values.get(entry.name, render_value(key.default))

@@ -12,6 +12,16 @@ from onceflow.protocol.codec import NO_THROTTLE, build, element, field_names
 from onceflow.protocol.errors import ErrorCode, ErrorOutcome, KafkaError
 
 
+def _repeated(names: list[str | None]) -> set[str | None]:
+    """Names a request lists more than once: Kafka answers each once, INVALID_REQUEST."""
+    seen: set[str | None] = set()
+    return {name for name in names if name in seen or seen.add(name)}
+
+
+def _duplicate_error(name: Any) -> KafkaError:
+    return KafkaError(ErrorCode.invalid_request, f"the request lists {name} more than once")
+
+
 def _check_assignments(assignments: Any, node_id: int) -> None:
     for assignment in assignments or ():
         if list(assignment.broker_ids) != [node_id]:
@@ -27,16 +37,29 @@ async def create_topics(ctx: RequestContext, request: Any) -> Any:
     cls, result_cls = ctx.response_classes("topics")
     results = []
     denied = rules.create_topic_denials(ctx, [wanted.name for wanted in request.topics])
+    repeated = _repeated([wanted.name for wanted in request.topics])
+    answered: set[str] = set()
     for wanted in request.topics:
+        if wanted.name in answered:
+            continue
+        answered.add(wanted.name)
         partitions, replication = wanted.num_partitions, wanted.replication_factor
         topic = None
         with ErrorOutcome() as outcome:
+            if wanted.name in repeated:
+                raise _duplicate_error(wanted.name)
             rules.check(denied, wanted.name)
             if wanted.assignments:
                 if partitions != -1 or replication != -1:
                     raise KafkaError(
                         ErrorCode.invalid_request,
                         "give either assignments or partitions and replication factor",
+                    )
+                indexes = sorted(assignment.partition_index for assignment in wanted.assignments)
+                if indexes != list(range(len(indexes))):
+                    raise KafkaError(
+                        ErrorCode.invalid_replica_assignment,
+                        "partitions should be a consecutive 0-based integer sequence",
                     )
                 _check_assignments(wanted.assignments, ctx.broker.node_id)
                 partitions, replication = len(wanted.assignments), 1
@@ -92,10 +115,18 @@ async def delete_topics(ctx: RequestContext, request: Any) -> Any:
     cls, result_cls = ctx.response_classes("responses")
     results = []
     wanted = request.topics if hasattr(request, "topics") else request.topic_names
-    for item in wanted:
+    keys = [item if isinstance(item, str) else (item.name or item.topic_id) for item in wanted]
+    repeated = _repeated(keys)
+    answered: set[Any] = set()
+    for key, item in zip(keys, wanted, strict=True):
+        if key in answered:
+            continue
+        answered.add(key)
         name = item if isinstance(item, str) else item.name
         topic_id = None if isinstance(item, str) else item.topic_id
         with ErrorOutcome() as outcome:
+            if key in repeated:
+                raise _duplicate_error(key)
             if name is None and topic_id is not None:
                 matches = [t.name for t in logs.topics.values() if t.topic_id == topic_id]
                 if not matches:
@@ -120,8 +151,15 @@ async def create_partitions(ctx: RequestContext, request: Any) -> Any:
     logs = ctx.broker.logs
     cls, result_cls = ctx.response_classes("results")
     results = []
+    repeated = _repeated([wanted.name for wanted in request.topics])
+    answered: set[str] = set()
     for wanted in request.topics:
+        if wanted.name in answered:
+            continue
+        answered.add(wanted.name)
         with ErrorOutcome() as outcome:
+            if wanted.name in repeated:
+                raise _duplicate_error(wanted.name)
             rules.require(ctx, rules.ALTER, rules.TOPIC, wanted.name)
             topic = logs.get_topic(wanted.name)
             _check_assignments(wanted.assignments, ctx.broker.node_id)
@@ -130,6 +168,13 @@ async def create_partitions(ctx: RequestContext, request: Any) -> Any:
                     ErrorCode.invalid_partitions,
                     f"Topic currently has {len(topic.partitions)} partitions, which is higher "
                     f"than or equal to the requested {wanted.count}.",
+                )
+            added = wanted.count - len(topic.partitions)
+            if wanted.assignments is not None and len(wanted.assignments) != added:
+                raise KafkaError(
+                    ErrorCode.invalid_replica_assignment,
+                    f"Increasing the number of partitions by {added} but "
+                    f"{len(wanted.assignments)} assignments provided.",
                 )
             if not request.validate_only:
                 logs.add_partitions(wanted.name, wanted.count)

@@ -8,6 +8,7 @@ only the finalized levels are sent."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from onceflow.broker.context import RequestContext
@@ -53,6 +54,20 @@ FEATURES = {"group.version": 1, "transaction.version": 2}
 FEATURES_EPOCH = 1
 
 
+# Kafka's rule for v3+ client software names and versions (KIP-511).
+SOFTWARE_NAME = re.compile(r"[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?")
+
+
 @handles(18, 0, 4)
 async def api_versions(ctx: RequestContext, request: Any) -> Any:
+    if ctx.version >= 3 and not all(
+        SOFTWARE_NAME.fullmatch(value or "")
+        for value in (request.client_software_name, request.client_software_version)
+    ):
+        return build(
+            ctx.response_class,
+            error_code=ErrorCode.invalid_request,
+            api_keys=(),
+            throttle_time=NO_THROTTLE,
+        )
     return api_versions_response(ctx.response_class)

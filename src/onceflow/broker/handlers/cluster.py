@@ -10,12 +10,32 @@ from onceflow.broker.operations import CLUSTER_OPERATIONS
 from onceflow.broker.registry import handles
 from onceflow.broker.security import rules
 from onceflow.protocol.codec import NO_THROTTLE, build, element
-from onceflow.protocol.errors import NO_ERROR
+from onceflow.protocol.errors import NO_ERROR, ErrorCode
+
+BROKERS, CONTROLLERS = 1, 2  # DescribeCluster v1 endpoint types
 
 
 @handles(60, 0, 1)
 async def describe_cluster(ctx: RequestContext, request: Any) -> Any:
     cls = ctx.response_class
+    endpoint_type = getattr(request, "endpoint_type", BROKERS)
+    if endpoint_type != BROKERS:  # a broker listener describes brokers only, as Kafka's
+        code = (
+            ErrorCode.mismatched_endpoint_type
+            if endpoint_type == CONTROLLERS
+            else ErrorCode.unsupported_endpoint_type
+        )
+        return build(
+            cls,
+            throttle_time=NO_THROTTLE,
+            error_code=code,
+            error_message=f"endpoint type {endpoint_type} is not served on this listener",
+            endpoint_type=BROKERS,
+            cluster_id="",
+            controller_id=-1,
+            brokers=(),
+            cluster_authorized_operations=-(2**31),
+        )
     return build(
         cls,
         throttle_time=NO_THROTTLE,

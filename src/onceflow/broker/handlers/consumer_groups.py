@@ -61,7 +61,7 @@ async def consumer_group_heartbeat(ctx: RequestContext, request: Any) -> Any:
             error_code=error.code,
             error_message=error.message,
             member_id=None,
-            member_epoch=-1,
+            member_epoch=0,  # Kafka's error answers carry the field's default
             heartbeat_interval=datetime.timedelta(0),
             assignment=None,
         )
@@ -81,7 +81,8 @@ async def consumer_group_heartbeat(ctx: RequestContext, request: Any) -> Any:
         **NO_ERROR,
         member_id=answer.member_id,
         member_epoch=answer.member_epoch,
-        heartbeat_interval=interval,
+        # a member that left is told no interval, as Kafka does
+        heartbeat_interval=interval if answer.member_epoch >= 0 else datetime.timedelta(0),
         assignment=assignment,
     )
 
@@ -118,9 +119,9 @@ async def consumer_group_describe(ctx: RequestContext, request: Any) -> Any:
                     error_code=error.code,
                     error_message=error.message,
                     group_id=group_id,
-                    group_state="Dead",
-                    group_epoch=-1,
-                    assignment_epoch=-1,
+                    group_state="",  # Kafka's error entries carry the fields' defaults
+                    group_epoch=0,
+                    assignment_epoch=0,
                     assignor_name="",
                     members=(),
                     authorized_operations=operations,
@@ -139,8 +140,8 @@ async def consumer_group_describe(ctx: RequestContext, request: Any) -> Any:
                     "client_id",
                     "client_host",
                     "subscribed_topic_names",
-                    "subscribed_topic_regex",
                 ),
+                subscribed_topic_regex=member.subscribed_topic_regex or "",  # as Kafka
                 assignment=described(member.assigned),
                 target_assignment=described(group.target.get(member.member_id, {})),
                 member_type=1 if "member_type" in field_names(member_cls) else None,

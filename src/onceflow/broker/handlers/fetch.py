@@ -65,8 +65,8 @@ def _read_all(ctx: RequestContext, request: Any) -> tuple[Any, int, list[Partiti
                 rules.check(denied, name)
                 partition = logs.partition(name, wanted.partition)
                 high_watermark = partition.high_watermark
-                stable = partition.last_stable_offset
                 start = partition.log_start_offset
+                stable = stable_offset(partition.last_stable_offset, start)
                 watched.append(partition)
                 limit = min(wanted.partition_max_bytes, budget - total)
                 if limit > 0 or total == 0:
@@ -74,15 +74,20 @@ def _read_all(ctx: RequestContext, request: Any) -> tuple[Any, int, list[Partiti
                     records = result.records
                     total += len(records)
                     high_watermark = result.high_watermark
-                    stable = result.last_stable_offset
                     start = result.log_start_offset
+                    stable = stable_offset(result.last_stable_offset, start)
                     if result.aborted is not None:
                         aborted = tuple(
                             aborted_cls(producer_id=txn.producer_id, first_offset=txn.first_offset)
                             for txn in result.aborted
                         )
             except KafkaError as error:
+                # Kafka answers a partition error without watermarks; its aborted list is
+                # null for an offset out of range (found reading the log), else empty.
                 code = error.code
+                high_watermark = stable = start = -1
+                records = None
+                aborted = None if code == ErrorCode.offset_out_of_range else ()
             if read_committed and aborted is None and code == ErrorCode.none:
                 aborted = ()
             partitions.append(
@@ -93,7 +98,7 @@ def _read_all(ctx: RequestContext, request: Any) -> tuple[Any, int, list[Partiti
                     high_watermark=high_watermark,
                     last_stable_offset=stable,
                     log_start_offset=start,
-                    aborted_transactions=aborted if read_committed else None,
+                    aborted_transactions=aborted if read_committed or code else None,
                     preferred_read_replica=-1,
                     records=records if records is not None else b"",
                 )
@@ -114,6 +119,12 @@ def _read_all(ctx: RequestContext, request: Any) -> tuple[Any, int, list[Partiti
         responses=tuple(topics),
     )
     return response, total, watched
+
+
+def stable_offset(last_stable_offset: int, log_start_offset: int) -> int:
+    """The LSO as Kafka reports it: never below the log start offset (records deleted
+    past an open transaction's first offset move Kafka's first unstable offset up)."""
+    return max(last_stable_offset, log_start_offset)
 
 
 def _topic_name(logs: Any, topic: Any) -> tuple[str, KafkaError | None]:

@@ -74,9 +74,23 @@ async def join_group(ctx: RequestContext, request: Any) -> Any:
     )
 
 
+PROTOCOL_IN_SYNC = 5  # SyncGroup v5+ must name the protocol type and name (KIP-559)
+
+
 @handles(14, 0, 5)
 async def sync_group(ctx: RequestContext, request: Any) -> Any:
     rules.require(ctx, rules.READ, rules.GROUP, request.group_id)
+    if ctx.version >= PROTOCOL_IN_SYNC and (
+        request.protocol_type is None or request.protocol_name is None
+    ):  # Kafka checks this before it looks at the group
+        return build(
+            ctx.response_class,
+            throttle_time=NO_THROTTLE,
+            error_code=ErrorCode.inconsistent_group_protocol,
+            protocol_type=None,
+            protocol_name=None,
+            assignment=b"",
+        )
     result = await ctx.broker.groups.classic.sync_group(
         SyncGroupRequest(
             request.group_id,
@@ -178,6 +192,8 @@ async def describe_groups(ctx: RequestContext, request: Any) -> Any:
             group = groups.describe_group(group_id) if allowed else None
         except KafkaError as error:
             code, message, state, group = error.code, error.message, "", None
+            if code == ErrorCode.group_id_not_found:  # not a classic group: v0-5 say Dead
+                code, message, state = ErrorCode.none, None, GroupState.DEAD.value
         else:
             code = ErrorCode.none if allowed else ErrorCode.group_authorization_failed
             message, state = None, GroupState.DEAD.value if allowed else ""

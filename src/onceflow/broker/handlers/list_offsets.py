@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from onceflow.broker.context import RequestContext
+from onceflow.broker.handlers.fetch import stable_offset
 from onceflow.broker.registry import handles
 from onceflow.broker.security import rules
 from onceflow.protocol.codec import NO_THROTTLE, build
@@ -61,7 +62,9 @@ async def list_offsets(ctx: RequestContext, request: Any) -> Any:
                 partition = logs.partition(topic.name, wanted.partition_index)
                 partition.require_online()
                 visible = (
-                    partition.last_stable_offset if read_committed else partition.high_watermark
+                    stable_offset(partition.last_stable_offset, partition.log_start_offset)
+                    if read_committed
+                    else partition.high_watermark
                 )
                 if wanted.timestamp == LATEST:
                     offset = visible
@@ -83,7 +86,8 @@ async def list_offsets(ctx: RequestContext, request: Any) -> Any:
                     error_code=outcome.code,
                     timestamp=timestamp,
                     offset=offset,
-                    leader_epoch=leader_epoch,
+                    # Kafka: no epoch when no offset is found (or the partition failed).
+                    leader_epoch=leader_epoch if offset >= 0 else -1,
                 )
             )
         topics.append(build(topic_cls, name=topic.name, partitions=tuple(partitions)))

@@ -22,7 +22,8 @@ def offsets_to_commit(
     ctx: RequestContext, request: Any, transactional_id: str | None = None
 ) -> tuple[dict[TopicPartition, ErrorCode], OffsetRequest]:
     """An OffsetCommit's or TxnOffsetCommit's (offset, leader epoch, metadata) per
-    partition: those authorization refuses (with their error), and the rest."""
+    partition: those authorization refuses or that do not exist (with their error), and
+    the rest."""
     offsets = {
         (topic.name, partition.partition_index): (
             partition.committed_offset,
@@ -41,6 +42,10 @@ def offsets_to_commit(
         transactional_id,
     )
     refused = {key: denied[key[0]] for key in offsets if key[0] in denied}
+    # Kafka answers partitions it does not know before it asks the coordinator anything
+    for key in offsets:
+        if key not in refused and not ctx.broker.logs.has_partition(key):
+            refused[key] = ErrorCode.unknown_topic_or_partition
     return refused, {key: value for key, value in offsets.items() if key not in refused}
 
 

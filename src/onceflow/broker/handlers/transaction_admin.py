@@ -75,18 +75,22 @@ async def describe_transactions(ctx: RequestContext, request: Any) -> Any:
         allowed = rules.allowed(ctx, rules.DESCRIBE, rules.TRANSACTIONAL_ID, transactional_id)
         metadata = ctx.broker.transactions.describe(transactional_id) if allowed else None
         if metadata is None:
+            if not allowed:
+                code = ErrorCode.transactional_id_authorization_failed
+            elif not transactional_id:
+                code = ErrorCode.invalid_request
+            else:
+                code = ErrorCode.transactional_id_not_found
             described.append(
                 build(
                     state_cls,
-                    error_code=ErrorCode.transactional_id_not_found
-                    if allowed
-                    else ErrorCode.transactional_id_authorization_failed,
+                    error_code=code,
                     transactional_id=transactional_id,
                     transaction_state="",
                     transaction_timeout=datetime.timedelta(0),
                     transaction_start_time=from_millis(-1),
-                    producer_id=-1,
-                    producer_epoch=-1,
+                    producer_id=0,  # Kafka's error entries carry the fields' defaults
+                    producer_epoch=0,
                     topics=(),
                 )
             )

@@ -211,7 +211,11 @@ async def txn_offset_commit(ctx: RequestContext, request: Any) -> Any:
             )
         )
     except KafkaError as error:
-        results = dict.fromkeys(offsets, for_version(ctx, error.code, fenced_since=3))
+        # Kafka answers a wrong epoch here with INVALID_PRODUCER_EPOCH at every version
+        code = error.code
+        if code == ErrorCode.producer_fenced:
+            code = ErrorCode.invalid_producer_epoch
+        results = dict.fromkeys(offsets, code)
     except _Refused:
         results = {}
     results = refused | results
