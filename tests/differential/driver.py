@@ -25,6 +25,7 @@ from kio.schema.request_header.v1.header import RequestHeader as RequestHeaderV1
 from kio.schema.request_header.v2.header import RequestHeader as RequestHeaderV2
 from kio.serial import entity_reader, entity_writer
 
+from onceflow.admin.transaction_wire import DescribeTransactionsResponse
 from onceflow.protocol.codec import api_name, response_class
 from tests.differential.build import make_request
 from tests.differential.normalise import Normaliser
@@ -34,6 +35,9 @@ CLOSED = {"connection": "closed by the broker"}
 ANSWER_SECONDS = 15.0  # longer than any request here may take (produce timeouts are 10 s)
 NO_ANSWER = {"connection": f"no answer within {ANSWER_SECONDS:.0f} s"}
 SETTLE_SECONDS = 20.0
+
+
+DESCRIBE_TRANSACTIONS = 65
 
 
 @dataclass(frozen=True)
@@ -127,6 +131,8 @@ class Connection:
             return CLOSED
         assert struct.unpack_from(">i", frame, 0)[0] == correlation
         classes = [response_class(api, version)]
+        if api == DESCRIBE_TRANSACTIONS:  # kio's class cannot hold Kafka's -1 start time
+            classes = [DescribeTransactionsResponse]
         if api == 18:  # ApiVersions answers a version it cannot serve with a v0 body
             classes.append(response_class(api, 0))
         failure: dict[str, str] = {"undecodable": "no schema"}

@@ -50,12 +50,6 @@ ENTRIES: list[Known] = [
     ),
     Known("transaction-abortable-v11", (0,), r"partition_responses\[index=\d+\]\.error_code$"),
     Known(
-        "describe-transactions-no-start-time",
-        (65,),
-        r"^(undecodable|transaction_states\[.*)$",
-        when=r"^undecodable$",
-    ),
-    Known(
         "kip848-epochs-and-assignment",
         (68, 69),
         r"member_epoch|group_epoch|assignment_epoch|assignment|group_state|heartbeat_interval",

@@ -575,14 +575,7 @@ SCENARIOS = expecting(
     SCENARIOS,
     {
         "txn produce before add partitions (v1)": ("transaction-abortable-v11",),
-        "txn add unknown topic and partition": ("describe-transactions-no-start-time",),
-        "txn end with nothing begun": ("describe-transactions-no-start-time",),
-        "txn empty commit": ("describe-transactions-no-start-time",),
-        "txn fenced by a new init": ("describe-transactions-no-start-time",),
-        "txn re-init with producer id and epoch": (
-            "describe-transactions-no-start-time",
-            "describe-producers-epoch-after-reinit",
-        ),
+        "txn re-init with producer id and epoch": ("describe-producers-epoch-after-reinit",),
         "txn sequence gap inside a transaction": ("duplicate-log-append-time",),
     },
 )

@@ -241,6 +241,7 @@ class TransactionCoordinator:
             metadata.last_producer_epoch = -1
             metadata.timeout_ms = int(timeout_ms)
             metadata.state = TxnState.EMPTY
+            metadata.start_ms = -1
             metadata.partitions.clear()
             await self._persist(metadata, before)
         finally:

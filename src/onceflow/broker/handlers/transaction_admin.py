@@ -88,7 +88,7 @@ async def describe_transactions(ctx: RequestContext, request: Any) -> Any:
                     transactional_id=transactional_id,
                     transaction_state="",
                     transaction_timeout=datetime.timedelta(0),
-                    transaction_start_time=from_millis(-1),
+                    transaction_start_time=from_millis(0),
                     producer_id=0,  # Kafka's error entries carry the fields' defaults
                     producer_epoch=0,
                     topics=(),
