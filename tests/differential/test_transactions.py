@@ -553,6 +553,19 @@ SCENARIOS += [
             *view(),
         ],
     ),
+    Scenario(
+        "txn v2 first batch on a partition must start at sequence 0",
+        [
+            s.topic(T),
+            s.init_producer_id(P, X),
+            s.init_producer_id(P, X),
+            tproduce((b"a", b"b", b"c"), seq=2, mode=V2),
+            tproduce((b"a", b"b", b"c"), seq=0, mode=V2),
+            tproduce((b"d",), seq=3, mode=V2),
+            *end(True, V2),
+            *view(),
+        ],
+    ),
 ]
 SCENARIOS += [
     Scenario(

@@ -283,10 +283,13 @@ class PartitionLog(PartitionReads):
 
     # -- appending ------------------------------------------------------------------------
 
-    def append_client_batch(self, data: bytes, header: BatchHeader) -> AppendResult:
-        """Append one validated producer batch; duplicates return their original offsets."""
+    def append_client_batch(
+        self, data: bytes, header: BatchHeader, transactions_v2: bool = False
+    ) -> AppendResult:
+        """Append one validated producer batch; duplicates return their original offsets.
+        ``transactions_v2``: a transactional batch of Produce v12+ (KIP-890)."""
         if header.has_producer_id:
-            duplicate = self.producers.check(header)
+            duplicate = self.producers.check(header, transactions_v2)
             if duplicate is not None:
                 return self._duplicate_result(duplicate)
         base_offset = self.log_end_offset

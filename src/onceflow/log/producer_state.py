@@ -74,9 +74,18 @@ class ProducerStateManager:
 
     # -- validation before append -----------------------------------------------------
 
-    def check(self, header: BatchHeader) -> BatchMetadata | None:
-        """Validate a client batch; return the original metadata if it is a duplicate."""
+    def check(self, header: BatchHeader, transactions_v2: bool = False) -> BatchMetadata | None:
+        """Validate a client batch; return the original metadata if it is a duplicate.
+
+        ``transactions_v2``: a transactional batch of Produce v12+ (KIP-890), which must
+        start at sequence 0 when the partition has no state for its producer."""
         entry = self.producers.get(header.producer_id)
+        if transactions_v2 and header.base_sequence != 0 and (entry is None or not entry.batches):
+            raise KafkaError(
+                ErrorCode.out_of_order_sequence_number,
+                f"invalid sequence {header.base_sequence} from producer {header.producer_id}: "
+                "a transactions v2 producer with no state on the partition starts at 0",
+            )
         if entry is None:
             return None  # an unknown producer may start at any sequence, as in Kafka
         duplicate = entry.find_duplicate(header)

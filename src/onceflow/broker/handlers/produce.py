@@ -94,9 +94,11 @@ async def produce(ctx: RequestContext, request: Any) -> Any:
                 if record_errors:
                     raise KafkaError(ErrorCode.invalid_timestamp, _summary(record_errors))
                 in_log = False
+                transactions_v2 = False
                 if header.is_transactional or request.transactional_id is not None:
                     transactions = broker.transactions
                     implicit = ctx.version >= IMPLICIT_ADD_PARTITIONS
+                    transactions_v2 = implicit and header.is_transactional
                     if implicit:
                         await transactions.add_produce_partition(
                             request.transactional_id, header, topic_data.name, data.index
@@ -106,7 +108,7 @@ async def produce(ctx: RequestContext, request: Any) -> Any:
                             request.transactional_id, header, topic_data.name, data.index
                         )
                 in_log = True
-                result = partition.append_client_batch(data.records, header)
+                result = partition.append_client_batch(data.records, header, transactions_v2)
                 base_offset = result.base_offset
                 append_time = result.log_append_time
                 start_offset = partition.log_start_offset
