@@ -554,6 +554,17 @@ SCENARIOS += [
         ],
     ),
     Scenario(
+        "txn v2 abort with nothing begun has a start time",
+        [
+            s.topic(T),
+            s.init_producer_id(P, X),
+            s.describe_transactions([X]),
+            s.end_txn(P, X, False, version=5),
+            s.txn_settled(X),
+            s.describe_transactions([X]),
+        ],
+    ),
+    Scenario(
         "txn v2 first batch on a partition must start at sequence 0",
         [
             s.topic(T),

@@ -393,10 +393,12 @@ class TransactionCoordinator:
             return metadata.producer_id, metadata.producer_epoch  # a retried EndTxn
         if version_2 and not committed and metadata.state in ENDED:
             # Kafka's transactions v2 let a producer abort with nothing begun: the epoch
-            # moves on (and fences any older producer), no marker to write.
+            # moves on (and fences any older producer), no marker to write; with no
+            # partition added, the abort's time is the transaction's start time.
             metadata.busy = True
             try:
                 before = metadata.copy()
+                metadata.start_ms = self.clock.now_ms()
                 self._bump_for_markers(metadata)
                 await self._end(metadata, committed, before=before)
             finally:
