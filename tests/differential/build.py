@@ -6,13 +6,12 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
-import functools
-import types
 import typing
 import uuid
 from typing import Any
 
 from onceflow.protocol.codec import request_class
+from tests.kio_hints import field_hints, is_optional, nested_entity, without_none
 
 # Values for fields a step leaves out, by field name, wherever the field is.
 DEFAULTS: dict[str, Any] = {
@@ -88,7 +87,7 @@ def make_request(api_key: int, version: int, data: dict[str, Any]) -> Any:
 
 
 def _entity(cls: type, data: dict[str, Any]) -> Any:
-    hints = _hints(cls)
+    hints = field_hints(cls)
     values: dict[str, Any] = {}
     for field in dataclasses.fields(cls):
         kafka_type = field.metadata.get("kafka_type")
@@ -107,7 +106,7 @@ def _entity(cls: type, data: dict[str, Any]) -> Any:
 def _value(hint: Any, kafka_type: str | None, value: Any) -> Any:
     if value is None:
         return None
-    nested = _nested_entity(hint)
+    nested = nested_entity(hint)
     if nested is not None:
         if isinstance(value, dict):
             return _entity(nested, value)
@@ -126,10 +125,10 @@ def _value(hint: Any, kafka_type: str | None, value: Any) -> Any:
 
 
 def _neutral(hint: Any, kafka_type: str | None) -> Any:
-    optional = _is_optional(hint)
-    if _nested_entity(hint) is not None:
-        return None if optional and typing.get_origin(_without_none(hint)) is not tuple else ()
-    if typing.get_origin(_without_none(hint)) is tuple:
+    optional = is_optional(hint)
+    if nested_entity(hint) is not None:
+        return None if optional and typing.get_origin(without_none(hint)) is not tuple else ()
+    if typing.get_origin(without_none(hint)) is tuple:
         return ()
     if kafka_type is None:
         return None
@@ -152,31 +151,3 @@ def _has_default(field: dataclasses.Field) -> bool:
     return (
         field.default is not dataclasses.MISSING or field.default_factory is not dataclasses.MISSING
     )
-
-
-@functools.cache
-def _hints(cls: type) -> dict[str, Any]:
-    return typing.get_type_hints(cls)
-
-
-def _is_optional(hint: Any) -> bool:
-    return typing.get_origin(hint) in (typing.Union, types.UnionType) and type(None) in (
-        typing.get_args(hint)
-    )
-
-
-def _without_none(hint: Any) -> Any:
-    if _is_optional(hint):
-        rest = [arg for arg in typing.get_args(hint) if arg is not type(None)]
-        return rest[0]
-    return hint
-
-
-def _nested_entity(hint: Any) -> type | None:
-    candidates = [hint]
-    while candidates:
-        candidate = candidates.pop()
-        if dataclasses.is_dataclass(candidate):
-            return candidate
-        candidates.extend(typing.get_args(candidate))
-    return None

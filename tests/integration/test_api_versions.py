@@ -13,10 +13,8 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
-import functools
 import io
 import struct
-import types
 import typing
 import uuid
 from typing import Any
@@ -34,6 +32,7 @@ from onceflow.protocol.codec import api_name, request_class, response_class
 from onceflow.testing import BrokerProcess
 from tests.integration.wire import create_topic, produce, record_batch
 from tests.kafka_39_apis import KAFKA_39_VERSIONS, REMOVED_NOT_SERVED
+from tests.kio_hints import field_hints, nested_entity, without_none
 
 TOPIC = "versions"  # also every other name a request needs: group, member, transactional id
 CORRELATION_ID = 0x5EED
@@ -142,16 +141,16 @@ def topic_id(broker) -> uuid.UUID:
 
 def minimal(cls: type, api_key: int, topic_id: uuid.UUID) -> Any:
     """An instance of request entity ``cls`` with every field filled in."""
-    hints = _hints(cls)
+    hints = field_hints(cls)
     values = {}
     for field in dataclasses.fields(cls):
         overrides = BY_API.get(api_key, {})
         if field.name in overrides:
             values[field.name] = overrides[field.name]
             continue
-        hint = _without_none(hints[field.name])
+        hint = without_none(hints[field.name])
         kafka_type = field.metadata.get("kafka_type")
-        nested = _nested_entity(hint)
+        nested = nested_entity(hint)
         if dataclasses.is_dataclass(hint):
             values[field.name] = minimal(hint, api_key, topic_id)
         elif nested is not None:
@@ -161,27 +160,6 @@ def minimal(cls: type, api_key: int, topic_id: uuid.UUID) -> Any:
         else:
             values[field.name] = _scalar(field.name, kafka_type, topic_id)
     return cls(**values)
-
-
-@functools.cache
-def _hints(cls: type) -> dict[str, Any]:
-    return typing.get_type_hints(cls)
-
-
-def _without_none(hint: Any) -> Any:
-    if typing.get_origin(hint) in (typing.Union, types.UnionType):
-        (hint,) = [arg for arg in typing.get_args(hint) if arg is not type(None)]
-    return hint
-
-
-def _nested_entity(hint: Any) -> type | None:
-    candidates = [hint]
-    while candidates:
-        candidate = candidates.pop()
-        if dataclasses.is_dataclass(candidate):
-            return candidate
-        candidates.extend(typing.get_args(candidate))
-    return None
 
 
 def _scalar(name: str, kafka_type: str | None, topic_id: uuid.UUID) -> Any:
