@@ -15,6 +15,7 @@ import struct
 import threading
 import time
 
+import pytest
 from confluent_kafka import Consumer, TopicPartition
 
 from onceflow.patterns.transactional import KafkaTransaction
@@ -44,6 +45,7 @@ class ProduceResponseCutter:
         self.target_port = 0
         self.armed = threading.Event()
         self.cut = threading.Event()
+        self.release = threading.Event()
         threading.Thread(target=self._accept, daemon=True).start()
 
     def _accept(self) -> None:
@@ -78,6 +80,7 @@ class ProduceResponseCutter:
                     upstream.sendall(size + body)
                     time.sleep(0.5)  # the broker writes the batch; its response is dropped
                     self.cut.set()
+                    self.release.wait(60)
                     break
                 upstream.sendall(size + body)
         except (OSError, ConnectionError):
@@ -109,8 +112,9 @@ def read_committed(bootstrap: str, topic: str) -> list[bytes]:
     return values
 
 
+@pytest.mark.parametrize("cut", ["before_abort", "during_abort"])
 def test_records_retried_after_an_abort_with_unacknowledged_records_are_written(
-    kafka_broker_factory, kafka_topic_factory
+    cut, kafka_broker_factory, kafka_topic_factory
 ):
     proxy = ProduceResponseCutter()
     try:
@@ -134,6 +138,16 @@ def test_records_retried_after_an_abort_with_unacknowledged_records_are_written(
             txn.produce(topic, value, partition=0)
         txn.producer.poll(0)
         assert proxy.cut.wait(10), "no Produce request went through the proxy"
+        if cut == "before_abort":
+            # The client sees the connection die first and queues the batch to retry,
+            # so abort_transaction purges it.
+            proxy.release.set()
+            time.sleep(1)
+        else:
+            # The batch is still in flight when abort_transaction purges the queues; the
+            # connection dies during its flush and puts the batch back into a queue that
+            # the aborting producer no longer sends from.
+            threading.Timer(1, proxy.release.set).start()
         txn.abort()
 
         txn.begin()
@@ -144,4 +158,5 @@ def test_records_retried_after_an_abort_with_unacknowledged_records_are_written(
 
         assert read_committed(bootstrap, topic) == values
     finally:
+        proxy.release.set()
         proxy.close()

@@ -35,7 +35,7 @@ from onceflow.crash_points import NO_CRASHES, CrashPoints
 from onceflow.db import Database, Transaction
 from onceflow.patterns.outbox import ID_HEADER, Outbox, OutboxRow
 from onceflow.patterns.transactional import TRANSACTIONAL_PRODUCER_DEFAULTS
-from onceflow.producing import produce_waiting
+from onceflow.producing import abort_transaction, produce_waiting
 
 STEPS = (
     "after_claim",
@@ -229,7 +229,7 @@ class Relay:
             self.crash.reached("after_flush")
         except KafkaException as error:
             if transactional and error.args[0].txn_requires_abort():
-                self.producer.abort_transaction(30)
+                abort_transaction(self.producer, 30)
                 # A new epoch: retried under the old one, records written but never
                 # acknowledged before the abort are taken for duplicates (see
                 # KafkaTransaction.abort in transactional.py).

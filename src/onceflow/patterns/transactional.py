@@ -29,7 +29,7 @@ from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
 
-from onceflow.producing import produce_waiting
+from onceflow.producing import abort_transaction, produce_waiting
 
 STEPS = ("after_consume", "after_begin", "after_produce", "after_send_offsets",
          "after_kafka_commit")  # fmt: skip
@@ -175,9 +175,8 @@ class KafkaTransaction:
         """
         if not self.open:
             return
-        self.producer.poll(0)  # serve the delivery reports that already arrived
         try:
-            self.producer.abort_transaction(self.timeout_s)
+            abort_transaction(self.producer, self.timeout_s)
         finally:
             self.open = False
         if self.pending.records > 0:

@@ -43,7 +43,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from onceflow.producing import produce_waiting
+from onceflow.producing import abort_transaction, produce_waiting
 
 COMMITTED = "committed"
 ABORTED = "aborted"
@@ -345,7 +345,7 @@ def _run_producer(
                 produce_waiting(producer, config.topic, value=value.encode(), partition=partition)
             producer.poll(0)
             if wants_abort:
-                producer.abort_transaction(15)
+                abort_transaction(producer, 15)
                 txn.outcome = ABORTED
             else:
                 commit_requested = True
@@ -360,7 +360,7 @@ def _run_producer(
             txn.outcome = INDETERMINATE if commit_requested else ABORTED
             if kafka_error.txn_requires_abort():
                 try:
-                    producer.abort_transaction(15)
+                    abort_transaction(producer, 15)
                 except KafkaException as abort_error:
                     txn.error += f"; abort failed: {abort_error.args[0]}"
                     producer = None

@@ -21,6 +21,7 @@ from typing import Any
 from pyspark.sql.datasource import WriterCommitMessage
 
 from onceflow.crash_points import spark_step_reached
+from onceflow.producing import abort_transaction
 from onceflow.spark.common import current_task
 from onceflow.spark.kafka_sink.markers import Marker, TopicMarkers
 from onceflow.spark.kafka_sink.options import KafkaSinkError, KafkaSinkOptions
@@ -191,7 +192,7 @@ def write_task(options: KafkaSinkOptions, batches: Iterator[Any]) -> KafkaTaskCo
         producer.commit_transaction(options.timeout_s)
     except BaseException:
         try:
-            producer.abort_transaction(options.timeout_s)
+            abort_transaction(producer, options.timeout_s)
         except Exception as error:  # the next attempt's init_transactions aborts it anyway
             log.warning("sink %s: abort_transaction failed: %s", options.sink_id, error)
         raise
