@@ -38,6 +38,22 @@ def spark() -> Iterator:
     session.stop()
 
 
+@pytest.fixture(autouse=True)
+def _active_session(request: pytest.FixtureRequest) -> None:
+    """Each Spark test starts with the shared session active on its thread.
+
+    Spark looks onceflow's data sources up through the calling thread's active session, a
+    JVM thread-local (see ``onceflow.spark.activate``); a test whose py4j call was cut by
+    an exception leaves the test thread on a new JVM thread without one, and the next
+    test's ``format("onceflow-database")`` would not be found.
+    """
+    if "spark" not in request.fixturenames:
+        return
+    from onceflow.spark import activate
+
+    activate(request.getfixturevalue("spark"))
+
+
 # `@pytest.mark.parametrize("engine", ENGINES, indirect=True)`: the test runs once on a
 # fresh onceflow broker and once on the session's Apache Kafka cluster (whose tests share
 # one xdist worker).

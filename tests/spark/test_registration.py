@@ -8,8 +8,10 @@ onceflow.spark.registration and test_multi_query_restart.py for what a plain Has
 from __future__ import annotations
 
 import os
+import sqlite3
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -49,6 +51,38 @@ def test_source_works_after_its_runner_wrote_into_the_shared_map(spark, kafka_br
     assert rows == 10
     # PythonStreamingSourceRunner.init() put its settings into the registered map itself
     assert environment_map(spark, "onceflow").containsKey("SPARK_LOCAL_DIRS")
+
+
+def test_a_query_starts_on_a_thread_that_activated_the_session(spark, tmp_path):
+    """Spark finds Python data sources through the calling thread's active session; a
+    new thread has none until ``activate``."""
+    from onceflow.spark import activate
+
+    outcome: list[object] = []
+
+    def start_query() -> None:
+        try:
+            activate(spark)
+            query = (
+                spark.range(5)
+                .write.mode("append")
+                .format("onceflow-database")
+                .option("url", f"sqlite:///{tmp_path / 'out.db'}")
+                .option("table", "numbers")
+                .option("mode", "append")
+                .option("sinkId", "from-a-thread")
+            )
+            query.save()
+            outcome.append("saved")
+        except Exception as error:  # reported by the assertion below
+            outcome.append(f"{type(error).__name__}: {error}")
+
+    worker = threading.Thread(target=start_query)
+    worker.start()
+    worker.join(120)
+    assert outcome == ["saved"]
+    with sqlite3.connect(tmp_path / "out.db") as db:
+        assert db.execute("SELECT count(*) FROM numbers").fetchone() == (5,)
 
 
 def test_workers_with_this_interpreter_are_fine():

@@ -27,6 +27,7 @@ __all__ = [
     "KafkaSinkDataSource",
     "OnceflowDataSource",
     "PythonWorkerWarning",
+    "activate",
     "database_offsets",
     "register",
 ]
@@ -44,3 +45,22 @@ def register(spark: Any) -> None:
     watch_for_feedback_loops(spark)
     for source in (OnceflowDataSource, DatabaseSinkDataSource, KafkaSinkDataSource):
         register_data_source(spark, source)
+    activate(spark)
+
+
+def activate(spark: Any) -> None:
+    """Make ``spark`` the active session of the calling thread.
+
+    Spark (4.x) looks a Python data source's name up in the *calling thread's* active
+    session only (``DataSource.lookupDataSource``). PySpark makes a session active on the
+    thread that creates it; on any other thread (a thread pool that starts queries, a web
+    handler) ``format("onceflow")`` fails with ``ClassNotFoundException:
+    onceflow.DefaultSource`` until this (or ``spark.createDataFrame``) is called there.
+    The same happens on the creating thread when an exception interrupts a py4j call
+    (a signal handler's, say): py4j replaces the thread's connection, and with it the JVM
+    thread that held the active session.
+    """
+    jsession = getattr(spark, "_jsparkSession", None)
+    if jsession is None:  # Spark Connect: sessions are not per thread
+        return
+    spark._jvm.org.apache.spark.sql.SparkSession.setActiveSession(jsession)
