@@ -99,6 +99,40 @@ def test_auto_committing_consumer_duplicates_and_is_shrunk(tmp_path: Path) -> No
     assert "enable.auto.commit=true" in [c.name for c in proof.causes]
 
 
+def totals_example(script: str, tmp_path: Path, **options: object):
+    """A consumer of orders keeping running totals per store: no row per event, so the
+    proof compares the table with the totals computed from the input."""
+    return prove(
+        "command",
+        command=[sys.executable, script],
+        directory=EXAMPLES / "totals",
+        input_topic="orders",
+        outputs=["table:store_totals"],
+        schema=EXAMPLES / "totals" / "schema.sql",
+        generator="store_orders:order",
+        expect="store_orders:totals",
+        id_field="order_id",
+        key_field="store",
+        work_dir=tmp_path,
+        records=120,
+        **options,
+    )
+
+
+def test_running_totals_kept_with_their_offsets_hold(tmp_path: Path) -> None:
+    proof = totals_example("totals_consumer.py", tmp_path, seed=3, quick=True)
+    assert proof.held, proof.verdict()
+    assert proof.kills == 3
+
+
+def test_running_totals_with_auto_commit_are_wrong_values(tmp_path: Path) -> None:
+    proof = totals_example("totals_auto_commit_consumer.py", tmp_path, seed=3, quick=True)
+    assert proof.failure is not None
+    counts = proof.failure.trial.report.counts
+    assert counts["wrong_value"] > 0 and counts["duplicated"] == 0, counts
+    assert "--generator store_orders:order --expect store_orders:totals" in proof.failure.replay
+
+
 @pytest.mark.skipif(not STRESS, reason="long: make stress")
 @pytest.mark.parametrize("name", [b[0] for b in BROKEN])
 def test_quick_proof_finds_the_bug_and_its_replay_reproduces_it_10_times(

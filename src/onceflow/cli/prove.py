@@ -23,6 +23,12 @@ def proof_options(command: Callable[..., Any]) -> Callable[..., Any]:
                      help="The topic the pipeline consumes (fed with keyed, numbered records)."),
         click.option("--output", "outputs", multiple=True, metavar="table:NAME|topic:NAME",
                      help="What the pipeline writes; repeatable."),
+        click.option("--generator", metavar="MODULE:FUNCTION",
+                     help="The input: FUNCTION(n, rng) returns record n as (key, dict); "
+                     "the built-in keyed, numbered records by default."),
+        click.option("--expect", metavar="MODULE:FUNCTION",
+                     help="Tables of state (totals): FUNCTION(input values) returns "
+                     "{'table:NAME': [row, ...]}, the rows they must hold."),
         click.option("--id-field", help="Where an output carries the input's id (default id)."),
         click.option("--key-field", help="Where an output carries the input's key (default key)."),
         click.option("--dlq", "dead_letter_topic", metavar="TOPIC",

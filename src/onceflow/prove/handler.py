@@ -11,19 +11,19 @@ from typing import Any
 from onceflow.prove.errors import ProveError
 
 
-def load_handler(spec: str, directories: list[Path]) -> Callable[..., Any]:
-    """The handler, its module imported from ``directories`` (the config's, then the
-    working directory) or sys.path."""
+def load_handler(spec: str, directories: list[Path], what: str = "handler") -> Callable[..., Any]:
+    """The handler (or another function of the user's: ``what``), its module imported from
+    ``directories`` (the config's, then the working directory) or sys.path."""
     module_name, _, attribute = spec.partition(":")
     if not module_name or not attribute:
-        raise ProveError(f"bad handler {spec!r}: expected MODULE:FUNCTION")
+        raise ProveError(f"bad {what} {spec!r}: expected MODULE:FUNCTION")
     for directory in reversed(directories):
         if str(directory) not in sys.path:
             sys.path.insert(0, str(directory))
     try:
         module = importlib.import_module(module_name)
     except BaseException as error:  # the user's module: any error is theirs to read
-        raise ProveError(f"cannot import handler module {module_name!r}: "
+        raise ProveError(f"cannot import {what} module {module_name!r}: "
                          f"{type(error).__name__}: {error}") from None  # fmt: skip
     handler = getattr(module, attribute, None)
     if not callable(handler):

@@ -18,6 +18,8 @@ class ProofOptions:
     directory: Path = field(default_factory=Path.cwd)  # where the pipeline runs
     input_topic: str | None = None
     outputs: list[str] = field(default_factory=list)
+    generator: str | None = None  # MODULE:FUNCTION(n, rng) -> (key, value): the input
+    expect: str | None = None  # MODULE:FUNCTION(values) -> {"table:NAME": rows}
     id_field: str | None = None
     key_field: str | None = None
     dead_letter_topic: str | None = None

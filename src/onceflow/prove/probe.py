@@ -15,10 +15,18 @@ from onceflow.prove.outputs import Output
 
 
 class OutputProbe:
-    def __init__(self, outputs: list[Output], bootstrap: str, database: Path | None) -> None:
+    """``progress`` maps a table of state (``--expect``) to the SQL sum of its numeric
+    columns and the factor that turns it into input records counted (see expect.py);
+    other tables count rows."""
+
+    def __init__(
+        self, outputs: list[Output], bootstrap: str, database: Path | None,
+        progress: dict[str, tuple[str, float]] | None = None,
+    ) -> None:  # fmt: skip
         from confluent_kafka import Consumer
 
         self.outputs = outputs
+        self.progress = progress or {}
         self.bootstrap = bootstrap
         self.database = database
         self._consumer = Consumer(
@@ -104,7 +112,9 @@ class OutputProbe:
             with closing(sqlite3.connect(f"file:{self.database}?mode=ro", uri=True,
                                          timeout=1)) as db:  # fmt: skip
                 quoted = '"' + table.replace('"', '""') + '"'
-                rows = int(db.execute(f"SELECT count(*) FROM {quoted}").fetchone()[0])
+                total, factor = self.progress.get(table, ("count(*)", 1.0))
+                measure = db.execute(f"SELECT {total} FROM {quoted}").fetchone()[0]
+                rows = round((measure or 0) * factor)
         except sqlite3.Error:  # locked by a writer (rollback journal), not created yet
             return self._rows_seen.get(table, 0)
         self._rows_seen[table] = rows

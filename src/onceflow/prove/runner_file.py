@@ -14,6 +14,8 @@ what the proof needs to know (``[prove]``)::
     key_field = "key"
     output_database = "app.db"                # tables to audit live in another file
                                               # (default: the Runner's database)
+    generator = "orders:order"                # the input: FUNCTION(n, rng) -> (key, value)
+    expect = "orders:totals"                  # tables of state: FUNCTION(values) -> rows
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ from onceflow.patterns.runner_config import RunnerConfig
 from onceflow.prove.errors import ProveError
 
 PROVE_KEYS = frozenset({"input", "outputs", "schema", "topics_file", "id_field", "key_field",
-                        "output_database"})  # fmt: skip
+                        "output_database", "generator", "expect"})  # fmt: skip
 # What prove sets for every trial (one worker, partitions assigned: no rebalance waits).
 BATCH_SIZE_LIMIT = 25
 IDLE_EXIT_S = 1.0

@@ -18,6 +18,8 @@ from onceflow.crash_points import ENV_VAR
 from onceflow.patterns.guarantees import Plan
 from onceflow.patterns.runner_config import RunnerConfig
 from onceflow.prove.errors import ProveError
+from onceflow.prove.expect import ExpectFunction
+from onceflow.prove.generator import RecordFactory
 from onceflow.prove.handler import load_handler, module_source
 from onceflow.prove.options import ProofOptions
 from onceflow.prove.outputs import Mapping, Output, parse_outputs
@@ -47,6 +49,26 @@ class Target:
     plan: Plan | None = None
 
     database_name: str | None = None  # the SQLite file holding the output tables
+    generator: RecordFactory | None = None  # the user's input (None: the built-in records)
+    expect: ExpectFunction | None = None  # tables of state and what they must hold
+
+    def command_line(self, env: dict[str, str]) -> list[str]:
+        """The argv with the trial's values in place of ``{bootstrap}``, ``{input_topic}``,
+        ``{database_url}``, ``{database_path}``, ``{checkpoint}`` and ``{trial_dir}``."""
+        values = {
+            "{bootstrap}": env["ONCEFLOW_BOOTSTRAP"],
+            "{input_topic}": env["ONCEFLOW_INPUT_TOPIC"],
+            "{database_url}": env.get("ONCEFLOW_DATABASE_URL", ""),
+            "{database_path}": env.get("ONCEFLOW_DATABASE_PATH", ""),
+            "{checkpoint}": env["ONCEFLOW_PROVE_CHECKPOINT"],
+            "{trial_dir}": env["ONCEFLOW_PROVE_TRIAL_DIR"],
+        }
+        argv = []
+        for word in self.argv:
+            for placeholder, value in values.items():
+                word = word.replace(placeholder, value)
+            argv.append(word)
+        return argv
 
     def environment(
         self, kill: Kill | None, bootstrap: str, database: Path | None, trial: Path
@@ -74,6 +96,23 @@ def _mapping(options: ProofOptions, section: dict) -> Mapping:
     )
 
 
+def _user_functions(
+    target: Target, options: ProofOptions, section: dict, directories: list[Path]
+) -> Target:
+    """Load ``--generator`` and ``--expect`` (or the config's) and add them to the replay."""
+    generator = options.generator or section.get("generator")
+    expect = options.expect or section.get("expect")
+    if generator:
+        target.generator = load_handler(generator, directories, "generator")
+        target.sources[generator] = module_source(generator)
+    if expect:
+        target.expect = load_handler(expect, directories, "expect function")
+    for flag, value in (("--generator", options.generator), ("--expect", options.expect)):
+        if value:
+            target.replay_prefix += [flag, value]
+    return target
+
+
 def runner_target(options: ProofOptions) -> Target:
     if not options.handler or options.config is None:
         raise ProveError("runner mode needs MODULE:HANDLER and --config runner.toml")
@@ -87,7 +126,7 @@ def runner_target(options: ProofOptions) -> Target:
     if any(o.kind == "table" for o in outputs) and file.output_database_name is None:
         raise ProveError("a table output needs database_url in [runner] (or output_database)")
     config_path = options.config.resolve()
-    return Target(
+    target = Target(
         mode="runner",
         argv=[
             sys.executable,
@@ -120,6 +159,7 @@ def runner_target(options: ProofOptions) -> Target:
         runner_config=config,
         plan=plan,
     )
+    return _user_functions(target, options, section, [options.config.resolve().parent, directory])
 
 
 def command_target(options: ProofOptions) -> Target:
@@ -150,7 +190,7 @@ def command_target(options: ProofOptions) -> Target:
         argv = [sys.executable, *options.command]
         prefix.insert(3, options.command[0])
         suffix = ["--", *options.command[1:]] if len(options.command) > 1 else []
-    return Target(
+    target = Target(
         mode=options.mode,
         argv=argv,
         directory=directory,
@@ -168,6 +208,7 @@ def command_target(options: ProofOptions) -> Target:
         database_name="pipeline.db" if uses_database else None,
         sources=sources,
     )
+    return _user_functions(target, options, {}, [directory])
 
 
 def build_target(options: ProofOptions) -> Target:

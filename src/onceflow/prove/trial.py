@@ -12,10 +12,11 @@ from pathlib import Path
 
 from onceflow.broker.process import BrokerProcess
 from onceflow.prove.errors import ProveError, WrongMapping
-from onceflow.prove.generator import InputFeeder, produce_input
+from onceflow.prove.expect import Expectation, expectations, read_rows
+from onceflow.prove.generator import InputFeeder, input_values, produce_input
 from onceflow.prove.lives import Life, LifeResult, Limits
 from onceflow.prove.options import ProofOptions
-from onceflow.prove.outputs import read_sinks
+from onceflow.prove.outputs import Output, read_sinks
 from onceflow.prove.probe import OutputProbe, group_committed_to_end
 from onceflow.prove.schedule import Kill, Schedule
 from onceflow.prove.target import Target
@@ -86,6 +87,14 @@ class Trials:
         self.on_life = on_life
         self.count = 0
         self.broker: BrokerProcess | None = None
+        self.expectations: list[Expectation] = []
+        if target.expect is not None:  # the input is the same in every trial
+            values = [v for _, v in input_values(options.record_count, options.keys,
+                                                 target.generator)]  # fmt: skip
+            self.expectations = expectations(target.expect, values, target.outputs)
+        expected = {e.output for e in self.expectations}
+        self.id_outputs: list[Output] = [o for o in target.outputs if o not in expected]
+        self.input_extractor = target.mapping.extractor() if target.generator else INPUT_EXTRACTOR
 
     def bootstrap(self) -> str:
         if self.options.bootstrap:
@@ -133,10 +142,13 @@ class Trials:
         feeder = None
         if target.mode != "runner":  # a stream, spread over the lives
             rate = records / (FEED_SECONDS_PER_KILL * max(1, len(schedule)))
-            feeder = InputFeeder(bootstrap, target.input_topic, records, options.keys, rate)
+            feeder = InputFeeder(bootstrap, target.input_topic, records, options.keys, rate,
+                                 target.generator)  # fmt: skip
         else:  # all at once: crash points count batches, whatever the timing
-            produce_input(bootstrap, target.input_topic, records, options.keys)
-        probe = OutputProbe(target.outputs, bootstrap, database)
+            produce_input(bootstrap, target.input_topic, records, options.keys,
+                          factory=target.generator)  # fmt: skip
+        progress = {e.output.name: p for e in self.expectations if (p := e.progress(records))}
+        probe = OutputProbe(target.outputs, bootstrap, database, progress)
         database_url = f"sqlite:///{database}" if database is not None else None
 
         def drained() -> bool:
@@ -145,19 +157,26 @@ class Trials:
             if group_committed_to_end(bootstrap, target.input_topic):
                 return True
             try:
-                sinks = read_sinks(target.outputs, target.mapping, bootstrap, database_url)
+                sinks = read_sinks(self.id_outputs, target.mapping, bootstrap, database_url)
             except WrongMapping:
                 raise
             except ProveError:
                 return False
-            return all(len({r.id for r in sink.records}) >= records for sink in sinks)
+            if not all(len({r.id for r in sink.records}) >= records for sink in sinks):
+                return False
+            for expectation in self.expectations:
+                rows = read_rows(database, expectation) if database is not None else None
+                if rows is None or expectation.compare(rows):
+                    return False
+            return True
 
         lives: list[LifeResult] = []
         try:
             for kill in [*schedule, None]:
+                env = target.environment(kill, bootstrap, database, directory)
                 life = Life(
-                    target.argv,
-                    target.environment(kill, bootstrap, database, directory),
+                    target.command_line(env),
+                    env,
                     target.directory,
                     directory / "pipeline.log",
                     probe,
@@ -174,21 +193,28 @@ class Trials:
             probe.close()
             if feeder is not None:
                 feeder.stop()
-        report = self._audit(bootstrap, database_url)
+        report = self._audit(bootstrap, database)
         return TrialResult(self.count, schedule, lives, report, time.monotonic() - started,
                            directory)  # fmt: skip
 
-    def _audit(self, bootstrap: str, database_url: str | None) -> AuditReport:
-        target = self.target
+    def _audit(self, bootstrap: str, database: Path | None) -> AuditReport:
+        target, extractor = self.target, self.input_extractor
+        database_url = f"sqlite:///{database}" if database is not None else None
         try:
-            source = read_input(bootstrap, target.input_topic, INPUT_EXTRACTOR, 30)
+            source = read_input(bootstrap, target.input_topic, extractor, 30)
             dead: set[str] = set()
             if target.dead_letter_topic:
-                dead, _ = read_dead_letters(bootstrap, target.dead_letter_topic, INPUT_EXTRACTOR)
+                dead, _ = read_dead_letters(bootstrap, target.dead_letter_topic, extractor)
         except SourceError as error:
             raise ProveError(f"cannot read the input back: {error}") from None
-        sinks = read_sinks(target.outputs, target.mapping, bootstrap, database_url)
-        return source.audit(sinks, {"input_topic": target.input_topic}, dead)
+        sinks = read_sinks(self.id_outputs, target.mapping, bootstrap, database_url)
+        report = source.audit(sinks, {"input_topic": target.input_topic}, dead)
+        for expectation in self.expectations:
+            rows = (read_rows(database, expectation) if database is not None else None) or []
+            found = expectation.compare(rows)
+            report.anomalies.extend(found)
+            report.sinks.append(expectation.summary(rows, found))
+        return report
 
 
 def _create_topics(

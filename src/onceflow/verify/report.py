@@ -13,7 +13,8 @@ REORDERED = "reordered"
 ABORTED_VISIBLE = "aborted_visible"
 UNEXPECTED = "unexpected"
 UNREADABLE = "unreadable"
-KINDS = (MISSING, DUPLICATED, REORDERED, ABORTED_VISIBLE, UNEXPECTED, UNREADABLE)
+WRONG_VALUE = "wrong_value"  # a row of state (a running total) differs from the expected one
+KINDS = (MISSING, DUPLICATED, REORDERED, ABORTED_VISIBLE, UNEXPECTED, UNREADABLE, WRONG_VALUE)
 
 REPORT_VERSION = 1
 
@@ -145,8 +146,7 @@ class AuditReport:
                 str(self.input.records),
                 str(self.input.events),
                 "",
-                *["0"] * (len(KINDS) - 1),
-                f"[bold red]{input_unreadable}[/]",
+                *[f"[bold red]{input_unreadable}[/]" if k == UNREADABLE else "0" for k in KINDS],
                 "[bold red]FAIL[/]",
             )
         console.print(summary)

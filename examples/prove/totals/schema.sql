@@ -1,0 +1,1 @@
+CREATE TABLE store_totals (store TEXT PRIMARY KEY, revenue INTEGER NOT NULL, orders INTEGER NOT NULL);
