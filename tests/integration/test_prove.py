@@ -169,6 +169,55 @@ def test_spark_job_is_proved(job: str, held: bool, tmp_path: Path) -> None:
     assert proof.held is held, proof.verdict()
 
 
+@pytest.mark.skipif(not STRESS, reason="long (a JVM per life): make stress")
+def test_spark_foreach_batch_replay_reproduces_the_duplicates_10_times(tmp_path: Path) -> None:
+    for replay in range(10):
+        proof = prove(
+            "spark",
+            command=["foreach_batch_append.py"],
+            directory=SPARK,
+            input_topic="orders",
+            outputs=["table:orders"],
+            schema=SPARK / "schema.sql",
+            work_dir=tmp_path / f"replay{replay}",
+            records=60,
+            seed=3,
+            kills="progress:10",
+            stall_s=600,
+        )
+        assert not proof.held, f"replay {replay} held"
+
+
+ORDERS = EXAMPLES.parent / "orders"
+
+
+@pytest.mark.skipif(not STRESS, reason="long (a JVM per life): make stress")
+def test_the_orders_pipeline_is_proved_unchanged(tmp_path: Path) -> None:
+    """examples/orders/pipeline.py as make demo runs it, its input from its own generator,
+    store_revenue compared with the totals computed from that input."""
+    proof = prove(
+        "spark",
+        command=["pipeline.py", "--bootstrap", "{bootstrap}", "--database-url",
+                 "{database_url}", "--checkpoint-dir", "{checkpoint}",
+                 "--trigger", "500 milliseconds", "--max-offsets-per-trigger", "40"],
+        directory=ORDERS,
+        input_topic="orders",
+        topics_file=ORDERS / "topics.yaml",
+        outputs=["table:store_revenue", "topic:order-confirmations"],
+        generator="generator:order",
+        expect="proof:revenue",
+        id_field="order_id",
+        key_field="store",
+        work_dir=tmp_path,
+        records=300,
+        seed=3,
+        quick=True,
+        stall_s=600,
+    )  # fmt: skip
+    assert proof.held, proof.verdict()
+    assert proof.mid_processing >= 1
+
+
 def run_cli(*args: str, tmp_path: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "onceflow", "prove", *args, "--work-dir", str(tmp_path)],

@@ -59,6 +59,12 @@ def default_properties(nodes: int) -> dict[str, str]:
         # A killed node is fenced (its partitions get new leaders) after 6 s, not 9 s.
         "broker.heartbeat.interval.ms": "1000",
         "broker.session.timeout.ms": "6000",
+        # The controller quorum rides out seconds of CPU or disk starvation (a shared
+        # 2-core machine): with Kafka's 2 s fetch and 1 s election timeouts the active
+        # controller resigned when a voter did not fetch for 3 s, its fencing of a killed
+        # node was lost, and elections kept timing out for over a minute.
+        "controller.quorum.fetch.timeout.ms": "6000",
+        "controller.quorum.election.timeout.ms": "2000",
     }
 
 
