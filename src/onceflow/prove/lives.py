@@ -68,10 +68,11 @@ class Life:
         offset = self.log_path.stat().st_size if self.log_path.exists() else 0
         process = self._start()
         try:
-            landed, code = self._watch(process, kill, before)
+            landed, code, stopped = self._watch(process, kill, before)
         finally:
             kill_group(process)
-        if code not in (0, -signal.SIGKILL, -signal.SIGTERM) and not landed:
+        # Once prove stopped it (drained), any exit is the pipeline's way of stopping.
+        if not stopped and code not in (0, -signal.SIGKILL, -signal.SIGTERM) and not landed:
             raise ProveError(self._exit_message(code, offset, before))
         if code == -signal.SIGKILL and kill is not None and kill.step != PROGRESS:
             landed = self._crash_line(offset) is not None
@@ -100,19 +101,19 @@ class Life:
 
     def _watch(
         self, process: subprocess.Popen[bytes], kill: Kill | None, before: int
-    ) -> tuple[bool, int | None]:
-        """(kill landed, exit code)."""
+    ) -> tuple[bool, int | None, bool]:
+        """(kill landed, exit code, stopped by prove once drained)."""
         last_count, last_change = before, time.monotonic()
         started = last_change
         armed = False  # the outputs grew enough: kill on the next write
         while True:
             code = process.poll()
             if code is not None:
-                return False, code
+                return False, code, False
             time.sleep(POLL_S)
             if armed:
                 if self.probe.written():
-                    return True, self._kill(process)
+                    return True, self._kill(process), False
                 if time.monotonic() - last_change < self.limits.settle_s:
                     continue  # watch for the next commit only, as often as possible
             count = self.probe.count()
@@ -121,13 +122,13 @@ class Life:
                 last_count, last_change = count, now
             if kill is not None and kill.step == PROGRESS and count - before >= kill.occurrence:
                 if not self.probe.sees_writes:
-                    return True, self._kill(process)
+                    return True, self._kill(process), False
                 armed = True
                 self.probe.written()  # commits from here on
             quiet = now - last_change
             settled = quiet >= self.limits.settle_s and (kill is None or kill.step == PROGRESS)
             if settled and self.drained():
-                return False, self._stop(process)
+                return False, self._stop(process), True
             if count == before and now - started > self.limits.start_s:
                 raise ProveError(
                     f"the pipeline wrote no output in {self.limits.start_s:.0f} s after "
@@ -146,9 +147,11 @@ class Life:
 
     @staticmethod
     def _stop(process: subprocess.Popen[bytes]) -> int | None:
-        """Drained: SIGTERM (a graceful end), SIGKILL if it lingers."""
+        """Drained: SIGTERM to the pipeline's own process (a graceful end: a Spark driver
+        stops its queries before its JVM and Python workers go), then SIGKILL to the whole
+        group if it lingers."""
         try:
-            os.killpg(process.pid, signal.SIGTERM)
+            os.kill(process.pid, signal.SIGTERM)
             return process.wait(10)
         except subprocess.TimeoutExpired:
             os.killpg(process.pid, signal.SIGKILL)

@@ -114,6 +114,8 @@ def _replay(target: Target, options: ProofOptions, seed: int, kills: str | None)
         ("--keys", options.keys, 8),
         ("--partitions", options.partitions, 3),
         ("--schema", options.schema, None),
+        ("--topics-file", options.topics_file, None),
+        ("--dlq", options.dead_letter_topic, None),
         ("--id-field", options.id_field, None),
         ("--key-field", options.key_field, None),
     ):
