@@ -32,14 +32,17 @@ def runner_example(name: str, tmp_path: Path, **options: object):
     )
 
 
-def command_example(script: str, tmp_path: Path, **options: object):
+def command_example(
+    script: str, tmp_path: Path, example: str = "command",
+    outputs: tuple[str, ...] = ("table:orders",), **options: object,
+):  # fmt: skip
     return prove(
         "command",
         command=[sys.executable, script],
-        directory=EXAMPLES / "command",
+        directory=EXAMPLES / example,
         input_topic="orders",
-        outputs=["table:orders"],
-        schema=EXAMPLES / "command" / "schema.sql",
+        outputs=list(outputs),
+        schema=EXAMPLES / example / "schema.sql",
         work_dir=tmp_path,
         records=120,
         **options,
@@ -102,21 +105,11 @@ def test_auto_committing_consumer_duplicates_and_is_shrunk(tmp_path: Path) -> No
 def totals_example(script: str, tmp_path: Path, **options: object):
     """A consumer of orders keeping running totals per store: no row per event, so the
     proof compares the table with the totals computed from the input."""
-    return prove(
-        "command",
-        command=[sys.executable, script],
-        directory=EXAMPLES / "totals",
-        input_topic="orders",
-        outputs=["table:store_totals"],
-        schema=EXAMPLES / "totals" / "schema.sql",
-        generator="store_orders:order",
-        expect="store_orders:totals",
-        id_field="order_id",
-        key_field="store",
-        work_dir=tmp_path,
-        records=120,
-        **options,
-    )
+    return command_example(
+        script, tmp_path, "totals", ("table:store_totals",),
+        generator="store_orders:order", expect="store_orders:totals",
+        id_field="order_id", key_field="store", **options,
+    )  # fmt: skip
 
 
 def test_running_totals_kept_with_their_offsets_hold(tmp_path: Path) -> None:
