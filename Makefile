@@ -59,9 +59,10 @@ test: venv system-deps kafka-jars
 # the copier and the kafka_transactions worker through leader and coordinator SIGKILLs
 # (several rounds), 5 rounds of each Spark failover (leader and transaction coordinator
 # SIGKILLs mid-batch), every quick chaos cell the cluster can run (the failover cells
-# included) and `onceflow prove`'s replays and Spark proofs (the orders pipeline included); first, 30 minutes of generated request
-# sequences sent to a single-node Apache Kafka and to onceflow's broker, answers compared
-# (sequences per second and every divergence, shrunk, are printed).
+# included) and `onceflow prove`'s replays and Spark proofs (the orders pipeline
+# included); first, 30 minutes of generated request sequences sent to a single-node
+# Apache Kafka and to onceflow's broker, answers compared (sequences per second and every
+# divergence, shrunk, are printed).
 STRESS_POWER_LOSSES ?= 2000
 STRESS_SPARK_RESTARTS ?= 20
 STRESS_SPARK_FAILOVERS ?= 5
