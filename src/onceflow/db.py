@@ -33,6 +33,11 @@ DEFAULT_STATEMENT_TIMEOUT_MS = 30_000
 SCHEMA_LOCK_KEY = 0x6F6E6365  # "once": advisory lock serializing schema creation
 
 
+def quote_identifier(name: str) -> str:
+    """``name`` as a double-quoted SQL identifier (SQLite and PostgreSQL)."""
+    return '"' + name.replace('"', '""') + '"'
+
+
 class DatabaseError(RuntimeError):
     """A database operation failed (the message names the database and the statement)."""
 

@@ -14,12 +14,14 @@ other outputs keep the id mapping.
 from __future__ import annotations
 
 import sqlite3
+from collections import Counter
 from collections.abc import Callable
 from contextlib import closing
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from onceflow.db import quote_identifier
 from onceflow.prove.errors import ProveError
 from onceflow.prove.outputs import Output
 from onceflow.verify.report import (
@@ -53,7 +55,7 @@ class Expectation:
         expected = sum(r[c] for r in self.rows for c in numeric)
         if not numeric or expected <= 0:
             return None
-        total = " + ".join(f"coalesce(sum({_quoted(c)}), 0)" for c in numeric)
+        total = " + ".join(f"coalesce(sum({quote_identifier(c)}), 0)" for c in numeric)
         return total, records / expected
 
     def compare(self, actual: list[dict[str, Any]]) -> list[Anomaly]:
@@ -84,9 +86,7 @@ class Expectation:
         return anomalies
 
     def summary(self, actual: list[dict[str, Any]], anomalies: list[Anomaly]) -> SinkSummary:
-        counts: dict[str, int] = {}
-        for anomaly in anomalies:
-            counts[anomaly.kind] = counts.get(anomaly.kind, 0) + 1
+        counts = dict(Counter(anomaly.kind for anomaly in anomalies))
         keys = {row[self.columns[0]] for row in actual}
         return SinkSummary(str(self.output), len(actual), len(keys), counts)
 
@@ -115,26 +115,26 @@ def expectations(
     return found
 
 
-def read_rows(database: Path, expectation: Expectation) -> list[dict[str, Any]] | None:
-    """The table's rows (the expected columns only); None when the table does not exist."""
+def read_rows(database: Path | None, expectation: Expectation) -> list[dict[str, Any]] | None:
+    """The table's rows (the expected columns only); None when the table (or the
+    database) does not exist."""
+    if database is None:
+        return None
     columns, table = expectation.columns, expectation.output.name
     try:
         with closing(sqlite3.connect(f"file:{database}?mode=ro", uri=True)) as db:
-            present = [row[1] for row in db.execute(f"PRAGMA table_info({_quoted(table)})")]
+            quoted = quote_identifier(table)
+            present = [row[1] for row in db.execute(f"PRAGMA table_info({quoted})")]
             if not present:
                 return None
             absent = [column for column in columns if column not in present]
             if absent:  # SQLite would read a quoted unknown column as a string
                 raise ProveError(f"output {expectation.output} has no column {absent[0]!r} "
                                  f"(it has {', '.join(present)})")  # fmt: skip
-            selected = ", ".join(_quoted(column) for column in columns)
-            rows = db.execute(f"SELECT {selected} FROM {_quoted(table)}")
+            selected = ", ".join(quote_identifier(column) for column in columns)
+            rows = db.execute(f"SELECT {selected} FROM {quoted}")
             return [dict(zip(columns, row, strict=True)) for row in rows]
     except sqlite3.OperationalError as error:
         if "unable to open" in str(error):
             return None
         raise ProveError(f"output {expectation.output} cannot be read: {error}") from None
-
-
-def _quoted(name: str) -> str:
-    return '"' + name.replace('"', '""') + '"'

@@ -14,6 +14,7 @@ from contextlib import closing
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from onceflow.db import quote_identifier
 from onceflow.patterns.guarantees import CommitTiming, Pattern
 
 if TYPE_CHECKING:
@@ -156,7 +157,7 @@ def _missing_unique_keys(trials: Sequence[TrialResult], target: Target) -> list[
 def _unique_on(database: object, table: str, column: str) -> bool:
     try:
         with closing(sqlite3.connect(f"file:{database}?mode=ro", uri=True)) as db:
-            quoted = '"' + table.replace('"', '""') + '"'
+            quoted = quote_identifier(table)
             for row in db.execute(f"PRAGMA table_info({quoted})"):
                 if row[1] == column and row[5]:
                     return True

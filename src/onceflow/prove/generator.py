@@ -18,7 +18,7 @@ import random
 import threading
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
 from onceflow.prove.errors import ProveError
@@ -32,9 +32,6 @@ class InputRecord:
     id: str
     key: str
     seq: int
-
-    def value(self) -> bytes:
-        return json.dumps({"id": self.id, "key": self.key, "seq": self.seq}).encode()
 
 
 def input_records(count: int, keys: int) -> Iterator[InputRecord]:
@@ -51,7 +48,7 @@ def input_values(
     """Every input record as (Kafka key, JSON value): the built-in ones or the factory's."""
     if factory is None:
         for record in input_records(count, keys):
-            yield record.key, {"id": record.id, "key": record.key, "seq": record.seq}
+            yield record.key, asdict(record)  # {"id": ..., "key": ..., "seq": ...}
         return
     rng = random.Random(0)
     for n in range(count):

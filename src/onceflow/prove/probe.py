@@ -11,6 +11,7 @@ import sqlite3
 from contextlib import closing
 from pathlib import Path
 
+from onceflow.db import quote_identifier
 from onceflow.prove.outputs import Output
 
 
@@ -111,7 +112,7 @@ class OutputProbe:
             # file mapped, and another process may truncate it under the mapping (SIGBUS)
             with closing(sqlite3.connect(f"file:{self.database}?mode=ro", uri=True,
                                          timeout=1)) as db:  # fmt: skip
-                quoted = '"' + table.replace('"', '""') + '"'
+                quoted = quote_identifier(table)
                 total, factor = self.progress.get(table, ("count(*)", 1.0))
                 measure = db.execute(f"SELECT {total} FROM {quoted}").fetchone()[0]
                 rows = round((measure or 0) * factor)

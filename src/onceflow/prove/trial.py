@@ -165,7 +165,7 @@ class Trials:
             if not all(len({r.id for r in sink.records}) >= records for sink in sinks):
                 return False
             for expectation in self.expectations:
-                rows = read_rows(database, expectation) if database is not None else None
+                rows = read_rows(database, expectation)
                 if rows is None or expectation.compare(rows):
                     return False
             return True
@@ -210,7 +210,7 @@ class Trials:
         sinks = read_sinks(self.id_outputs, target.mapping, bootstrap, database_url)
         report = source.audit(sinks, {"input_topic": target.input_topic}, dead)
         for expectation in self.expectations:
-            rows = (read_rows(database, expectation) if database is not None else None) or []
+            rows = read_rows(database, expectation) or []
             found = expectation.compare(rows)
             report.anomalies.extend(found)
             report.sinks.append(expectation.summary(rows, found))

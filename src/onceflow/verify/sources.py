@@ -21,6 +21,7 @@ from typing import Any
 
 from onceflow.admin.connect import principal_of
 from onceflow.admin.topics import PARTITION_ERRORS, partition_problem
+from onceflow.db import quote_identifier
 from onceflow.verify.audit import InputEvent, OutputRecord, Sink, Unreadable, audit
 from onceflow.verify.extract import ExtractError, Extractor, FieldMissing, FieldSpec
 from onceflow.verify.report import AuditReport
@@ -453,7 +454,7 @@ def read_output_topic(
 
 
 def _quote_identifier(name: str) -> str:
-    return ".".join('"' + part.replace('"', '""') + '"' for part in name.split("."))
+    return ".".join(quote_identifier(part) for part in name.split("."))
 
 
 def _connect(url: str) -> tuple[Any, str]:

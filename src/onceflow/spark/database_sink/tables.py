@@ -30,6 +30,7 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
+from onceflow.db import quote_identifier as quote
 from onceflow.spark.database_sink.ledger import COMMITS_DDL, OFFSETS_TABLE, TASKS_DDL
 
 MODES = ("append", "upsert", "accumulate")
@@ -42,10 +43,6 @@ NUMERIC = (ByteType, ShortType, IntegerType, LongType, FloatType, DoubleType, De
 
 class SinkTableError(ValueError):
     """The table name, schema or mode cannot be used."""
-
-
-def quote(name: str) -> str:
-    return '"' + name.replace('"', '""') + '"'
 
 
 def check_table_name(table: str) -> tuple[str | None, str]:
