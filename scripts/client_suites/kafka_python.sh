@@ -18,7 +18,6 @@ shift
 versions=("$@")
 [ $# -gt 0 ] || versions=(3.7.0 3.9.0)
 repo=$(cd "$(dirname "$0")/../.." && pwd)
-onceflow="$repo/.venv/bin/onceflow"
 suite_venv="$src/.venv-onceflow"
 
 if [ ! -x "$suite_venv/bin/pytest" ]; then
@@ -28,38 +27,18 @@ if [ ! -x "$suite_venv/bin/pytest" ]; then
 fi
 
 work=$(mktemp -d)
-broker_pid=""
-stop_broker() {
-    if [ -n "$broker_pid" ]; then
-        kill "$broker_pid" 2>/dev/null || true
-        wait "$broker_pid" 2>/dev/null || true
-        broker_pid=""
-    fi
-}
+source "$repo/scripts/client_suites/onceflow_broker.sh"
 trap 'stop_broker; rm -rf "$work"' EXIT
 
 status=0
 for version in "${versions[@]}"; do
-    data="$work/data-$version"
-    "$onceflow" broker --data-dir "$data" --port 0 \
+    start_broker "$version" \
         --config num.partitions=4 \
         --config group.initial.rebalance.delay.ms=0 \
         --config group.min.session.timeout.ms=1000 \
         --config authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer \
-        --config allow.everyone.if.no.acl.found=true \
-        >"$work/ready-$version" 2>"$work/broker-$version.log" &
-    broker_pid=$!
-    for _ in $(seq 600); do  # up to a minute on a busy machine
-        grep -q '^ready ' "$work/ready-$version" && break
-        kill -0 "$broker_pid" 2>/dev/null || break
-        sleep 0.1
-    done
-    address=$(sed -n 's/^ready //p' "$work/ready-$version")
-    if [ -z "$address" ]; then
-        echo "the broker did not start:" >&2
-        cat "$work/broker-$version.log" >&2
-        exit 2
-    fi
+        --config allow.everyone.if.no.acl.found=true
+    address=$broker_address
     echo "== kafka-python $(cd "$src" && git describe --always 2>/dev/null || echo src)," \
         "KAFKA_VERSION=$version, broker $address"
     # KAFKA_ROOT only has to exist: with KAFKA_URI the fixtures start no Kafka of their own.

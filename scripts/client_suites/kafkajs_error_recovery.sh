@@ -24,31 +24,12 @@ fi
 cp "$repo/scripts/client_suites/kafkajs_error_recovery.js" "$kafkajs_dir/"
 
 work=$(mktemp -d)
-broker_pid=""
-cleanup() {
-    if [ -n "$broker_pid" ]; then
-        kill "$broker_pid" 2>/dev/null || true
-        wait "$broker_pid" 2>/dev/null || true
-    fi
-    rm -rf "$work"
-}
-trap cleanup EXIT
+source "$repo/scripts/client_suites/onceflow_broker.sh"
+trap 'stop_broker; rm -rf "$work"' EXIT
 
 if [ -z "${BOOTSTRAP:-}" ]; then
-    "$repo/.venv/bin/onceflow" broker --data-dir "$work/data" --port 0 \
-        --config group.initial.rebalance.delay.ms=0 >"$work/ready" 2>"$work/broker.log" &
-    broker_pid=$!
-    for _ in $(seq 600); do
-        grep -q '^ready ' "$work/ready" && break
-        kill -0 "$broker_pid" 2>/dev/null || break
-        sleep 0.1
-    done
-    BOOTSTRAP=$(sed -n 's/^ready //p' "$work/ready")
-    if [ -z "$BOOTSTRAP" ]; then
-        echo "the broker did not start:" >&2
-        cat "$work/broker.log" >&2
-        exit 2
-    fi
+    start_broker kafkajs --config group.initial.rebalance.delay.ms=0
+    BOOTSTRAP=$broker_address
 fi
 export BOOTSTRAP
 
