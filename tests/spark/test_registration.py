@@ -53,7 +53,7 @@ def test_source_works_after_its_runner_wrote_into_the_shared_map(spark, kafka_br
     assert environment_map(spark, "onceflow").containsKey("SPARK_LOCAL_DIRS")
 
 
-def test_a_query_starts_on_a_thread_that_activated_the_session(spark, tmp_path):
+def test_a_write_starts_on_a_thread_that_activated_the_session(spark, tmp_path):
     """Spark finds Python data sources through the calling thread's active session; a
     new thread has none until ``activate``."""
     from onceflow.spark import activate
@@ -63,7 +63,7 @@ def test_a_query_starts_on_a_thread_that_activated_the_session(spark, tmp_path):
     def start_query() -> None:
         try:
             activate(spark)
-            query = (
+            writer = (
                 spark.range(5)
                 .write.mode("append")
                 .format("onceflow-database")
@@ -72,7 +72,7 @@ def test_a_query_starts_on_a_thread_that_activated_the_session(spark, tmp_path):
                 .option("mode", "append")
                 .option("sinkId", "from-a-thread")
             )
-            query.save()
+            writer.save()
             outcome.append("saved")
         except Exception as error:  # reported by the assertion below
             outcome.append(f"{type(error).__name__}: {error}")
