@@ -128,8 +128,11 @@ class FrameProtocol(asyncio.BufferedProtocol):
         self._lost = True
         self._eof = True
         self._own = None
-        if self._tls is not None:
-            self._tls.lost()
+        # Dropping the TLS layer breaks the cycle between it and this protocol, so a closed
+        # connection is freed at once rather than by the cyclic garbage collector.
+        tls, self._tls = self._tls, None
+        if tls is not None:
+            tls.lost()
         self._wake_reader()
         for waiter in self._drain_waiters:
             if not waiter.done():
@@ -264,7 +267,10 @@ class FrameProtocol(asyncio.BufferedProtocol):
         assert self.transport is not None
         self._tls = TlsRecords(context, self)
         self.transport.resume_reading()
-        return await asyncio.wait_for(self._tls.handshake, timeout)
+        # Not wait_for: its frame keeps the future, whose exception's traceback keeps that
+        # frame, a cycle that would hold each failed handshake until a full collection.
+        async with asyncio.timeout(timeout):
+            return await self._tls.handshake
 
     def write(self, data: bytes) -> None:
         if self._lost or self.transport is None:
