@@ -49,7 +49,7 @@ class Record:
             message.key(),
             message.value(),
             value,
-            list(message.headers() or []),
+            message.headers() or [],  # a new list per call
             timestamp if timestamp_type else None,
         )
 

@@ -35,7 +35,7 @@ class BatchOutput:
         self.producer_config = producer_config
         self.txn = txn
         self.outbox = outbox
-        self._producer: Producer | None = None  # the direct producer, made on first use
+        self._producer: Producer | None = None  # the direct producer (start_direct)
         self._errors: list[str] = []
 
     def produce(
@@ -64,19 +64,34 @@ class BatchOutput:
         key: bytes | None,
         headers: Sequence[tuple[str, bytes | None]] | None,
     ) -> None:
-        if self._producer is None:
-            self._producer = idempotent_producer(
-                self.bootstrap, {"linger.ms": 5, **self.producer_config}
-            )
-
-        def report(error: Any, _message: Any) -> None:
-            if error is not None:
-                self._errors.append(str(error))
-
-        kwargs: dict[str, Any] = {"value": value, "key": key, "on_delivery": report}
+        producer = self._producer
+        if producer is None:
+            producer = self._producer = self._direct_producer()
         if headers:
-            kwargs["headers"] = list(headers)
-        produce_waiting(self._producer, topic, **kwargs)
+            produce_waiting(producer, topic, value=value, key=key, headers=list(headers))
+            return
+        try:
+            producer.produce(topic, value, key)
+        except BufferError:
+            produce_waiting(producer, topic, value=value, key=key)
+
+    def start_direct(self) -> None:
+        """Make the direct producer now: an idempotent producer's first record waits for
+        its producer id (about 0.5 s in librdkafka), which this takes out of the first batch."""
+        if self._producer is None:
+            self._producer = self._direct_producer()
+
+    def _direct_producer(self) -> Producer:
+        # One delivery callback for the producer rather than one passed with each record,
+        # which costs the client a few microseconds per record (benchmarks/README.md).
+        return idempotent_producer(
+            self.bootstrap,
+            {"linger.ms": 5, **self.producer_config, "on_delivery": self._report},
+        )
+
+    def _report(self, error: Any, _message: Any) -> None:
+        if error is not None:
+            self._errors.append(str(error))
 
     def flush_direct(self) -> None:
         """Wait for the direct producer's records; a failure rolls the batch back."""

@@ -84,17 +84,6 @@ def is_fenced(error: KafkaError) -> bool:
     )
 
 
-class _Pending:
-    """Records of one transaction produced and not acknowledged (yet)."""
-
-    def __init__(self) -> None:
-        self.records = 0
-
-    def delivered(self, error: KafkaError | None, _message: Message) -> None:
-        if error is None:
-            self.records -= 1
-
-
 class KafkaTransaction:
     """A transactional producer used one batch at a time."""
 
@@ -116,7 +105,6 @@ class KafkaTransaction:
         }
         self.producer = self._new_producer()
         self.open = False
-        self.pending = _Pending()  # the open transaction's records not acknowledged yet
         self.renewals = 0  # producers replaced after an abort with unacknowledged records
 
     def _new_producer(self) -> Producer:
@@ -133,7 +121,6 @@ class KafkaTransaction:
     def begin(self) -> None:
         self.producer.begin_transaction()
         self.open = True
-        self.pending = _Pending()
 
     def produce(
         self,
@@ -143,13 +130,20 @@ class KafkaTransaction:
         headers: Sequence[tuple[str, bytes | None]] | None = None,
         partition: int | None = None,
     ) -> None:
-        kwargs: dict[str, Any] = {"value": value, "key": key, "on_delivery": self.pending.delivered}
-        if headers:
-            kwargs["headers"] = list(headers)
-        if partition is not None:
-            kwargs["partition"] = partition
-        produce_waiting(self.producer, topic, **kwargs)
-        self.pending.records += 1
+        if headers or partition is not None:
+            fields: dict[str, Any] = {"value": value, "key": key}
+            if headers:
+                fields["headers"] = list(headers)
+            if partition is not None:
+                fields["partition"] = partition
+            produce_waiting(self.producer, topic, **fields)
+            return
+        # The common case without keyword arguments or a delivery callback: each costs
+        # the client a few microseconds per record (benchmarks/README.md).
+        try:
+            self.producer.produce(topic, value, key)
+        except BufferError:
+            produce_waiting(self.producer, topic, value=value, key=key)
 
     def send_offsets(self, consumer: Consumer, offsets: dict[tuple[str, int], int]) -> None:
         self.producer.send_offsets_to_transaction(
@@ -172,17 +166,25 @@ class KafkaTransaction:
         by the new leader for duplicates of the aborted batch, acknowledged and never
         written: their offsets would commit without them. A new producer (a new epoch,
         sequences from 0) makes that impossible.
+
+        The unacknowledged records are counted by the client's own queue: after the
+        delivery reports that arrived are served, ``len(producer)`` counts the records
+        queued, in flight or acknowledged without their report served yet (and requests
+        in flight), never fewer than the unacknowledged ones; no per-record delivery
+        callback is needed.
         """
         if not self.open:
             return
+        self.producer.poll(0)
+        unacknowledged = len(self.producer)
         try:
             abort_transaction(self.producer, self.timeout_s)
         finally:
             self.open = False
-        if self.pending.records > 0:
+        if unacknowledged > 0:
             log.warning(
-                "aborted a transaction with %d unacknowledged records: new producer epoch",
-                self.pending.records,
+                "aborted a transaction with up to %d unacknowledged records: new producer epoch",
+                unacknowledged,
             )
             self.renewals += 1
             self.producer.close()
