@@ -227,7 +227,8 @@ class KafkaCluster:
             self.wait_ready(deadline - time.monotonic())
 
     def running_nodes(self) -> list[int]:
-        return self._running_ids()
+        """The ids of the nodes running now, in order."""
+        return sorted(self._running_ids())
 
     # --- metadata ---
 
