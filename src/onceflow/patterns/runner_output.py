@@ -109,3 +109,5 @@ class BatchOutput:
             self.txn.close()
         if self._producer is not None:
             self._producer.flush(10)
+            self._producer.close()
+            self._producer = None

@@ -209,3 +209,4 @@ class KafkaTransaction:
             except KafkaException:
                 pass
         self.producer.flush(5)
+        self.producer.close()  # its connections end now, not when it is garbage-collected
