@@ -386,36 +386,31 @@ class Runner:
             assert tx is not None
             ids = [self.config.event_id(message) for message in messages]
             fresh = self.inbox.claim_many(tx, ids)
-        decode, handler, record_of = self.config.decode, self.handler, Record.from_message
-        processed = 0
-        try:
-            for position, message in enumerate(messages):
-                if self.inbox is not None:
-                    event_id = ids[position]
-                    if event_id not in fresh:
-                        self.stats.duplicates_skipped += 1
-                        continue
-                    fresh.discard(event_id)  # a second copy in this batch is a duplicate too
-                if self._poison:
-                    where = (message.topic(), message.partition(), message.offset())
-                    poison = self._poison.pop(where, None)
-                    if poison is not None:
-                        self._dead_letter(tx, message, poison)
-                        continue
-                try:
-                    value = decode(message.value())
-                except DecodeError as error:
-                    self._dead_letter(tx, message, error)
+        for position, message in enumerate(messages):
+            if self.inbox is not None:
+                event_id = ids[position]
+                if event_id not in fresh:
+                    self.stats.duplicates_skipped += 1
                     continue
-                try:
-                    handler(record_of(message, value), context)
-                except (DatabaseError, ProducerFenced):
-                    raise
-                except Exception as error:
-                    raise HandlerFailed(message, error) from error
-                processed += 1
-        finally:
-            self.stats.processed += processed
+                fresh.discard(event_id)  # a second copy in this batch is a duplicate too
+            if self._poison:
+                where = (message.topic(), message.partition(), message.offset())
+                poison = self._poison.pop(where, None)
+                if poison is not None:
+                    self._dead_letter(tx, message, poison)
+                    continue
+            try:
+                value = self.config.decode(message.value())
+            except DecodeError as error:
+                self._dead_letter(tx, message, error)
+                continue
+            try:
+                self.handler(Record.from_message(message, value), context)
+            except (DatabaseError, ProducerFenced):
+                raise
+            except Exception as error:
+                raise HandlerFailed(message, error) from error
+            self.stats.processed += 1
 
     def _dead_letter(self, tx: Transaction | None, message: Message, error: BaseException) -> None:
         topic = self.config.dead_letter_topic

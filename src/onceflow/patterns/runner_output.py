@@ -67,13 +67,10 @@ class BatchOutput:
         producer = self._producer
         if producer is None:
             producer = self._producer = self._direct_producer()
+        fields: dict[str, Any] = {"value": value, "key": key}
         if headers:
-            produce_waiting(producer, topic, value=value, key=key, headers=list(headers))
-            return
-        try:
-            producer.produce(topic, value, key)
-        except BufferError:
-            produce_waiting(producer, topic, value=value, key=key)
+            fields["headers"] = list(headers)
+        produce_waiting(producer, topic, **fields)
 
     def start_direct(self) -> None:
         """Make the direct producer now: an idempotent producer's first record waits for

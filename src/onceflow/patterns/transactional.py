@@ -130,20 +130,12 @@ class KafkaTransaction:
         headers: Sequence[tuple[str, bytes | None]] | None = None,
         partition: int | None = None,
     ) -> None:
-        if headers or partition is not None:
-            fields: dict[str, Any] = {"value": value, "key": key}
-            if headers:
-                fields["headers"] = list(headers)
-            if partition is not None:
-                fields["partition"] = partition
-            produce_waiting(self.producer, topic, **fields)
-            return
-        # The common case without keyword arguments or a delivery callback: each costs
-        # the client a few microseconds per record (benchmarks/README.md).
-        try:
-            self.producer.produce(topic, value, key)
-        except BufferError:
-            produce_waiting(self.producer, topic, value=value, key=key)
+        fields: dict[str, Any] = {"value": value, "key": key}
+        if headers:
+            fields["headers"] = list(headers)
+        if partition is not None:
+            fields["partition"] = partition
+        produce_waiting(self.producer, topic, **fields)
 
     def send_offsets(self, consumer: Consumer, offsets: dict[tuple[str, int], int]) -> None:
         self.producer.send_offsets_to_transaction(
