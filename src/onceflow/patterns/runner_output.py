@@ -48,29 +48,23 @@ class BatchOutput:
     ) -> None:
         value = value.encode() if isinstance(value, str) else value
         key = key.encode() if isinstance(key, str) else key
-        if self.txn is not None:
-            self.txn.produce(topic, value, key, headers)
-        elif self.outbox is not None:
+        if self.outbox is not None:
             if tx is None:
                 raise ConfigurationError("outbox produce needs the database transaction")
             self.outbox.add(tx, topic, key, value, headers)
+            return
+        # Called once per output record: the client is called here, not through more layers.
+        if self.txn is not None:
+            producer = self.txn.producer
+        elif self._producer is not None:
+            producer = self._producer
         else:
-            self._produce_direct(topic, value, key, headers)
-
-    def _produce_direct(
-        self,
-        topic: str,
-        value: bytes | None,
-        key: bytes | None,
-        headers: Sequence[tuple[str, bytes | None]] | None,
-    ) -> None:
-        producer = self._producer
-        if producer is None:
             producer = self._producer = self._direct_producer()
-        fields: dict[str, Any] = {"value": value, "key": key}
-        if headers:
-            fields["headers"] = list(headers)
-        produce_waiting(producer, topic, **fields)
+        listed = list(headers) if headers else None
+        try:
+            producer.produce(topic, value, key, headers=listed)
+        except BufferError:  # the local queue is full: wait for it
+            produce_waiting(producer, topic, value=value, key=key, headers=listed)
 
     def start_direct(self) -> None:
         """Make the direct producer now: an idempotent producer's first record waits for
