@@ -10,6 +10,7 @@ unique per test).
 
 MODE:
   baseline          at_least_once, no deduplication (the article's first flow)
+  alo_produce       at_least_once, output topic only, no database
   at_most_once      commit before processing
   inbox             exactly_once, idempotent consumer
   db_offsets        exactly_once, offsets stored in the database transaction
@@ -35,6 +36,7 @@ from onceflow.patterns.runner import Context
 
 MODES = {
     "baseline": {"processing_guarantee": "at_least_once"},
+    "alo_produce": {"processing_guarantee": "at_least_once"},
     "at_most_once": {"processing_guarantee": "at_most_once"},
     "inbox": {"pattern": "inbox"},
     "db_offsets": {"pattern": "db_offsets"},
@@ -47,8 +49,8 @@ MODES = {
         "allow_unsafe_inbox_with_kafka_transactions": True,
     },
 }
-PRODUCES = {"inbox_outbox", "db_offsets_outbox", "kafka_txn", "unsafe_inbox_txn"}
-USES_DB = set(MODES) - {"kafka_txn"}
+PRODUCES = {"inbox_outbox", "db_offsets_outbox", "kafka_txn", "unsafe_inbox_txn", "alo_produce"}
+USES_DB = set(MODES) - {"kafka_txn", "alo_produce"}
 
 EFFECTS_DDL = {
     "sqlite": "CREATE TABLE IF NOT EXISTS effects (seq INTEGER PRIMARY KEY AUTOINCREMENT,"
@@ -86,12 +88,13 @@ def build(args: argparse.Namespace) -> Runner:
         dead_letter_topic=args.dlq,
         batch_size=args.batch_size,
         idle_exit_s=args.idle_exit,
+        commit_interval_ms=args.commit_interval_ms,
         max_poll_interval_ms=60_000,
         consumer_config={
             "session.timeout.ms": 6000,
             "fetch.wait.max.ms": 50,
             # static membership: a restarted worker takes its predecessor's place at once
-            "group.instance.id": args.instance,
+            **({"group.instance.id": args.instance} if args.instance else {}),
         },
         **settings,
     )
@@ -113,9 +116,11 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--txn-id", default="worker-txn")
     parser.add_argument("--batch-size", type=int, default=100)
     parser.add_argument("--idle-exit", type=float, default=3.0)
+    parser.add_argument("--commit-interval-ms", type=int, default=0)
     parser.add_argument("--assign", action="store_true", help="assign, not subscribe")
     parser.add_argument("--slow-ms", type=float, default=0, help="sleep per record")
-    parser.add_argument("--instance", default="worker-1", help="group.instance.id")
+    parser.add_argument("--instance", default="worker-1",
+                        help="group.instance.id ('': a dynamic member)")  # fmt: skip
     parser.add_argument("--input", default="input", help="topic consumed")
     parser.add_argument("--output", default="output", help="topic produced to")
     parser.add_argument("--dlq", default="dlq", help="dead-letter topic")

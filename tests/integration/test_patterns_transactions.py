@@ -7,15 +7,20 @@ and on the shared 3-node Apache Kafka cluster (tests/integration/engines.py).
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
+import threading
+import time
 import warnings
 
 import pytest
+from confluent_kafka import Producer
 
 from onceflow.patterns import ConfigurationError, RunnerConfig, UnsafeCombinationWarning
 from onceflow.patterns import transactional as txn_pattern
 from tests.integration.engines import (
+    APACHE_KAFKA,
     ONCEFLOW,
     Engine,
     on_apache_kafka,
@@ -41,8 +46,14 @@ def _require_group_offsets(engine: Engine) -> None:
         pytest.skip(f"broker lacks group offset APIs needed by Kafka transactions: {reason}")
 
 
-@pytest.mark.parametrize("engine", [ONCEFLOW, on_apache_kafka()], indirect=True)
-def test_kafka_transactions_exactly_once_under_kills(engine, tmp_path):
+@pytest.mark.parametrize(
+    ("engine", "interval_ms"),
+    [(ONCEFLOW, 0), (ONCEFLOW, 300), on_apache_kafka(APACHE_KAFKA, 0)],
+    indirect=["engine"],
+)
+def test_kafka_transactions_exactly_once_under_kills(engine, tmp_path, interval_ms):
+    """With ``commit_interval_ms`` the batches of 300 ms share one transaction: a kill
+    anywhere aborts them all and they are read again from the transaction's start."""
     _require_group_offsets(engine)
     runs = 6 if engine.name == ONCEFLOW else 3
     wave = EVENTS // (runs + 1)
@@ -50,8 +61,10 @@ def test_kafka_transactions_exactly_once_under_kills(engine, tmp_path):
     def produce_wave(run: int) -> None:
         produce_events(engine, EVENTS - wave * runs if run == runs else wave, start=wave * run)
 
+    command = worker_command("kafka_txn", engine, "-", "--idle-exit", "2", "--batch-size", "50",
+                             "--commit-interval-ms", str(interval_ms))  # fmt: skip
     kills = run_with_kills(
-        worker_command("kafka_txn", engine, "-", "--idle-exit", "2", "--batch-size", "50"),
+        command,
         ("after_consume", *txn_pattern.STEPS),
         tmp_path / "worker.log",
         kills=runs,
@@ -77,6 +90,110 @@ def test_kafka_transactions_dead_letter_inside_the_transaction(engine, tmp_path)
     assert len(dead) == 1000 - len(events) == 20
     report, _ = audit_topic(engine)
     assert report.counts.get("missing", 0) == report.counts.get("duplicated", 0) == 0
+
+
+def produce_a_handler_failure(engine: Engine, events: int) -> None:
+    """``events`` events with, in their middle, a JSON value the worker's handler rejects
+    (a string, not an event): a failure after decoding, not poison for the decoder."""
+    produce_events(engine, events // 2)
+    producer = Producer({"bootstrap.servers": engine.bootstrap, "acks": "all",
+                         "enable.idempotence": True})  # fmt: skip
+    producer.produce(engine.input, key=b"bad", value=json.dumps("not an event").encode())
+    producer.flush(30)
+    produce_events(engine, events - events // 2, start=events // 2)
+
+
+@pytest.mark.parametrize(
+    ("mode", "interval_ms"),
+    [("kafka_txn", 0), ("kafka_txn", 30_000), ("alo_produce", 30_000)],
+)
+def test_handler_failures_rewind_every_uncommitted_batch(engine, tmp_path, mode, interval_ms):
+    """A record the handler keeps failing on (retried, then dead-lettered). With a long
+    commit interval every batch before it shares its transaction (the Runner commits only
+    when idle): each failure aborts them all and they must be read again from the
+    transaction's first offsets, or they are lost. At-least-once rewinds the failed batch
+    and keeps the earlier ones for its next commit."""
+    _require_group_offsets(engine)
+    produce_a_handler_failure(engine, 1200)
+    command = worker_command(mode, engine, "-", "--idle-exit", "2", "--batch-size", "20",
+                             "--commit-interval-ms", str(interval_ms))  # fmt: skip
+    run_with_kills(command, (), tmp_path / "worker.log", kills=0)
+    assert len(read_dlq(engine)) == 1
+    report, _ = audit_topic(engine)
+    assert report.input.events == 1200
+    assert report.counts.get("missing", 0) == 0, report.counts
+    if mode == "kafka_txn":  # the only anomaly left: the bad record has no event id
+        assert report.counts.get("duplicated", 0) == 0, report.counts
+
+
+def test_at_least_once_with_a_commit_interval_loses_nothing_under_kills(engine, tmp_path):
+    """Outputs are flushed before the interval's offsets commit: kills duplicate, never lose."""
+    _require_group_offsets(engine)
+    produce_wave = _waves(engine, 4)
+    command = worker_command("alo_produce", engine, "-", "--idle-exit", "2", "--batch-size",
+                             "50", "--commit-interval-ms", "300")  # fmt: skip
+    kills = run_with_kills(
+        command,
+        ("after_consume", "after_produce", "after_kafka_commit"),
+        tmp_path / "worker.log",
+        kills=4,
+        before_each=produce_wave,
+    )
+    assert kills.kills >= 2, kills
+    report, _ = audit_topic(engine)
+    assert report.input.events == EVENTS
+    assert report.counts.get("missing", 0) == 0, report.counts
+
+
+def test_two_transactional_workers_with_a_commit_interval_under_kills(engine, tmp_path):
+    """Two kafka_transactions workers in one group (dynamic members: every restart is a
+    rebalance), each transaction spanning 2 s of slow batches, killed at crash points
+    while events arrive: a rebalance commits the open transaction before partitions move
+    (or aborts it when they are lost), and the output holds every event exactly once."""
+    _require_group_offsets(engine)
+    results: list[object] = []
+
+    def feed() -> None:
+        for wave in range(10):
+            produce_events(engine, EVENTS // 10, start=wave * EVENTS // 10)
+            time.sleep(0.6)
+
+    def worker(instance: str, seed: int) -> None:
+        try:
+            command = worker_command("kafka_txn", engine, "-", "--idle-exit", "4",
+                                     "--batch-size", "50", "--commit-interval-ms", "2000",
+                                     "--slow-ms", "3", "--instance", "",
+                                     "--txn-id", f"txn-{instance}")  # fmt: skip
+            results.append(run_with_kills(command, ("after_consume", *txn_pattern.STEPS),
+                                          tmp_path / f"{instance}.log", kills=3, max_count=3,
+                                          seed=seed))  # fmt: skip
+        except BaseException as error:
+            results.append(error)
+
+    threads = [threading.Thread(target=feed)]
+    threads += [threading.Thread(target=worker, args=(f"w{i}", 20 + i)) for i in (1, 2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    for result in results:
+        assert not isinstance(result, BaseException), result
+    assert sum(r.kills for r in results) >= 4, results
+    drain = worker_command("kafka_txn", engine, "-", "--idle-exit", "8", "--instance", "",
+                           "--txn-id", "txn-w1", "--commit-interval-ms", "2000")  # fmt: skip
+    run_with_kills(drain, (), tmp_path / "drain.log", kills=0)
+    report, _ = audit_topic(engine)
+    assert report.input.events == EVENTS
+    assert report.ok, f"anomalies: {report.counts} e.g. {report.anomalies[:5]}"
+
+
+def _waves(engine: Engine, runs: int):
+    wave = EVENTS // (runs + 1)
+
+    def produce_wave(run: int) -> None:
+        produce_events(engine, EVENTS - wave * runs if run == runs else wave, start=wave * run)
+
+    return produce_wave
 
 
 def test_inbox_with_kafka_transactions_is_refused():

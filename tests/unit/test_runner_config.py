@@ -84,3 +84,32 @@ def test_a_dead_letter_topic_that_is_an_input_is_refused():
 )
 def test_types_and_ranges_are_checked(field, value, expected):
     assert refusal(**{field: value}).startswith(expected)
+
+
+def test_a_commit_interval_is_accepted_where_commits_can_wait():
+    config(pattern="inbox", commit_interval_ms=100).validate()
+    plain = {"processing_guarantee": "at_least_once", "database_url": None, "inbox": False}
+    RunnerConfig("127.0.0.1:9092", "g", ["t"], commit_interval_ms=5000, **plain).validate()
+    RunnerConfig("127.0.0.1:9092", "g", ["t"], pattern="kafka_transactions",
+                 transactional_id="t", commit_interval_ms=100).validate()  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("settings", "expected"),
+    [
+        ({"processing_guarantee": "at_most_once"}, "refused with at_most_once"),
+        ({"pattern": "db_offsets", "database_url": "sqlite:///x.db"}, "refused with db_offsets"),
+        ({"pattern": "kafka_transactions", "transactional_id": "t", "commit_interval_ms": 60_000},
+         r"below the producer's transaction.timeout.ms \(60000\)"),
+        ({"pattern": "kafka_transactions", "transactional_id": "t",
+          "producer_config": {"transaction.timeout.ms": "1000"}}, r"\(1000\)"),
+        ({"pattern": "kafka_transactions", "transactional_id": "t",
+          "producer_config": {"transaction.timeout.ms": "soon"}}, "must be an integer"),
+        ({"processing_guarantee": "at_least_once", "commit_interval_ms": -1}, ">= 0"),
+        ({"processing_guarantee": "at_least_once", "commit_interval_ms": 0.5}, "an integer"),
+    ],
+)  # fmt: skip
+def test_a_commit_interval_is_refused_where_it_cannot_hold(settings, expected):
+    settings = {"commit_interval_ms": 1000, **settings}
+    with pytest.raises(ConfigurationError, match=expected):
+        RunnerConfig("127.0.0.1:9092", "g", ["t"], **settings).validate()

@@ -11,7 +11,9 @@ modules for the steps). The handler is called once per record::
 
 ``ctx.tx`` is the database transaction (None without a database); ``ctx.produce`` goes into
 the Kafka transaction (kafka_transactions), into the outbox (``outbox=True``) or to an
-idempotent producer flushed before the offsets are committed (otherwise).
+idempotent producer flushed before the offsets are committed (otherwise). With
+``commit_interval_ms`` the batches of that interval share one transaction or one offset
+commit (runner_pending.py holds what they span).
 
 Consumer controls: ``subscribe`` (consumer groups) or manual ``assign``; ``seek`` to the
 database offsets (db_offsets) and back to a batch's start after an error; ``pause`` a
@@ -54,6 +56,7 @@ from onceflow.patterns.outbox import Outbox
 from onceflow.patterns.records import DecodeError, Record, dead_letter_headers
 from onceflow.patterns.runner_config import RunnerConfig
 from onceflow.patterns.runner_output import BatchOutput
+from onceflow.patterns.runner_pending import Pending
 from onceflow.patterns.runner_progress import Progress, RunStats
 from onceflow.patterns.starting_offsets import StartingOffsets
 from onceflow.patterns.transactional import (
@@ -76,6 +79,7 @@ class HandlerFailed(RuntimeError):
                          f"{message.offset()}: {error!r}")  # fmt: skip
         self.message = message
         self.error = error
+        self.starts: dict[TP, int] | None = None  # where the failed work was rewound to
 
 
 class Context:
@@ -83,6 +87,7 @@ class Context:
 
     def __init__(self, runner: Runner, tx: Transaction | None) -> None:
         self._runner = runner
+        self._produce = runner.output.produce
         self.tx = tx
 
     @property
@@ -96,7 +101,7 @@ class Context:
         key: bytes | str | None = None,
         headers: Sequence[tuple[str, bytes | None]] | None = None,
     ) -> None:
-        self._runner.output.produce(self.tx, topic, value, key, headers)
+        self._produce(self.tx, topic, value, key, headers)
 
 
 class Runner:
@@ -124,6 +129,8 @@ class Runner:
         self.output = BatchOutput(config.bootstrap_servers, config.producer_config)
         self.consumer: Consumer | None = None
         self._starts: StartingOffsets | None = None
+        self._pending = Pending()
+        self._closing = False
 
     # -- setup ------------------------------------------------------------------------
 
@@ -175,7 +182,7 @@ class Runner:
                 list(c.topics),
                 on_assign=self._on_assign,
                 on_revoke=self._on_revoke,
-                on_lost=self._on_revoke,
+                on_lost=self._on_lost,
             )
 
     def _assign_manually(self) -> None:
@@ -208,6 +215,20 @@ class Runner:
             consumer.assign(assignment)
 
     def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        if not self._closing:
+            self._commit_pending()  # before the partitions go: their next owner starts there
+        self._forget_partitions(partitions)
+
+    def _on_lost(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        """Partitions taken away without a revoke: their offsets can no longer be committed."""
+        if self.txn is not None and self.txn.open:
+            # the open transaction holds their outputs: it must not commit without them
+            self._abort_pending_transaction("partitions lost")
+        for tp in partitions:
+            self._pending.drop((tp.topic, tp.partition))
+        self._forget_partitions(partitions)
+
+    def _forget_partitions(self, partitions: list[TopicPartition]) -> None:
         self.progress.revoked((tp.topic, tp.partition) for tp in partitions)
         for tp in partitions:
             self._paused.pop((tp.topic, tp.partition), None)
@@ -251,15 +272,17 @@ class Runner:
                 else:
                     log.warning("consumer: %s", error)
             if not messages:
+                self._commit_pending()  # nothing more came: do not hold outputs back
                 idle = self.progress.idle_for(paused=bool(self._paused))
                 if self.config.idle_exit_s is not None and idle > self.config.idle_exit_s:
                     log.info("idle for %.1f s with no lag: stopping (idle_exit_s)", idle)
-                    return
+                    break
                 continue
             self.crash.reached("after_consume")
             self.stats.batches += 1
             self._process(messages)
             self.progress.measure_lag(self.consumer)
+        self._commit_pending()  # stopped: what was processed is committed before leaving
 
     def _process(self, messages: list[Message]) -> None:
         p = self.plan
@@ -275,7 +298,7 @@ class Runner:
             else:
                 self._process_plain(messages)
         except HandlerFailed as failure:
-            self._note_failure(failure, messages)
+            self._note_failure(failure, failure.starts or batch_start_offsets(messages))
 
     # -- pattern bodies ---------------------------------------------------------------
 
@@ -287,6 +310,7 @@ class Runner:
                 return
             self.stats.commits += 1
             self.crash.reached("after_kafka_commit")
+        deferred = self.plan.commit is CommitTiming.AFTER
         try:
             if self.db is not None:
                 with self.db.transaction() as tx:
@@ -295,17 +319,34 @@ class Runner:
                     self.output.flush_direct()  # the article's "produce" precedes the DB commit
                     self.crash.reached("before_db_commit")
                 self.crash.reached("after_db_commit")
+                self.crash.reached("after_produce")
             else:
                 self._handle_all(messages, None)
-                self.output.flush_direct()
-            self.crash.reached("after_produce")
+                if not deferred:
+                    self.output.flush_direct()
+                    self.crash.reached("after_produce")
         except DatabaseError as error:
-            self._database_trouble(messages, error)
+            self._database_trouble(batch_start_offsets(messages), error)
             return
-        if self.plan.commit is CommitTiming.AFTER:
-            synchronous = not self.config.commit_async
-            self.stats.commits += self._commit_kafka(next_offsets(messages), synchronous)
-            self.crash.reached("after_kafka_commit")
+        if deferred:
+            self._pending.add(messages)
+            if self._pending.due(self.config.commit_interval_ms):
+                self._commit_plain()
+
+    def _commit_plain(self) -> None:
+        """Commit the offsets of the batches processed since the last commit (at-least-once:
+        without a database, their outputs are flushed first)."""
+        pending = self._pending.take()
+        if self.db is None:
+            try:
+                self.output.flush_direct()
+            except DatabaseError as error:
+                self._database_trouble(pending.starts, error)
+                return
+            self.crash.reached("after_produce")
+        synchronous = not self.config.commit_async
+        self.stats.commits += self._commit_kafka(pending.ends, synchronous)
+        self.crash.reached("after_kafka_commit")
 
     def _process_db_offsets(self, tp: TP, messages: list[Message]) -> None:
         assert self.db is not None and self.offsets is not None and self.consumer is not None
@@ -336,7 +377,7 @@ class Runner:
             log.info("rolled back: %s", error)
             return
         except DatabaseError as error:
-            self._database_trouble(messages, error)
+            self._database_trouble(batch_start_offsets(messages), error)
             return
         # Kafka's offset only speeds up the next start; the database's is the truth.
         self._commit_kafka({tp: messages[-1].offset() + 1}, synchronous=False)
@@ -344,11 +385,14 @@ class Runner:
 
     def _process_kafka_transaction(self, messages: list[Message]) -> None:
         assert self.txn is not None and self.consumer is not None
-        starts = batch_start_offsets(messages)
         txn = self.txn
+        if not txn.open:
+            self._pending.take()
+        self._pending.add(messages)
         try:
-            txn.begin()
-            self.crash.reached("after_begin")
+            if not txn.open:
+                txn.begin()
+                self.crash.reached("after_begin")
             if self.db is not None:  # DB work first, then the Kafka commit (article order)
                 with self.db.transaction() as tx:
                     self._handle_all(messages, tx)
@@ -357,25 +401,68 @@ class Runner:
             else:
                 self._handle_all(messages, None)
             self.crash.reached("after_produce")
-            txn.send_offsets(self.consumer, next_offsets(messages))
-            self.crash.reached("after_send_offsets")
-            txn.commit()
-            self.stats.commits += 1
-            self.crash.reached("after_kafka_commit")
+            if self._pending.due(self.config.commit_interval_ms):
+                self._commit_transaction()
         except KafkaException as error:
-            self.stats.aborted += 1
-            self.stats.retries += 1
-            try:
-                txn.fail(error, self.consumer, starts)  # aborts, rewinds and raises
-            except TransactionFailed as failed:
-                self.progress.rewound(starts)
-                log.warning("transaction aborted, batch rewound: %s", failed)
-                time.sleep(self.config.retry_backoff_s)
-        except (HandlerFailed, DatabaseError):
+            self._transaction_failed(error)
+        except (HandlerFailed, DatabaseError) as failure:
+            # the whole transaction goes: every batch in it is read again
+            starts = self._pending.take().starts
             self.stats.aborted += 1
             txn.abort()
             self._rewind_to(starts)
+            if isinstance(failure, HandlerFailed):
+                failure.starts = starts
             raise
+
+    def _commit_transaction(self) -> None:
+        assert self.txn is not None and self.consumer is not None
+        self.txn.send_offsets(self.consumer, self._pending.ends)
+        self.crash.reached("after_send_offsets")
+        self.txn.commit()
+        self._pending.take()
+        self.stats.commits += 1
+        self.crash.reached("after_kafka_commit")
+
+    def _transaction_failed(self, error: KafkaException) -> None:
+        """Abort, rewind to the transaction's first offsets and back off (or raise
+        ProducerFenced)."""
+        assert self.txn is not None and self.consumer is not None
+        starts = self._pending.take().starts
+        self.stats.aborted += 1
+        self.stats.retries += 1
+        try:
+            self.txn.fail(error, self.consumer, starts)  # aborts, rewinds and raises
+        except TransactionFailed as failed:
+            self.progress.rewound(starts)
+            log.warning("transaction aborted, its batches rewound: %s", failed)
+            time.sleep(self.config.retry_backoff_s)
+
+    def _abort_pending_transaction(self, why: str) -> None:
+        assert self.txn is not None
+        starts = self._pending.take().starts
+        log.warning("aborting the open transaction (%s)", why)
+        self.stats.aborted += 1
+        try:
+            self.txn.abort()
+        except KafkaException as error:
+            raise ProducerFenced(f"abort failed: {error}") from error
+        self._rewind_to(starts)
+
+    def _commit_pending(self) -> None:
+        """Commit what earlier batches left for the next commit (commit_interval_ms)."""
+        if not self._pending:
+            return
+        if self.txn is not None:
+            if not self.txn.open:
+                self._pending.take()
+                return
+            try:
+                self._commit_transaction()
+            except KafkaException as error:
+                self._transaction_failed(error)
+        else:
+            self._commit_plain()
 
     # -- records ----------------------------------------------------------------------
 
@@ -455,13 +542,13 @@ class Runner:
         rewind(self.consumer, offsets)
         self.progress.rewound(offsets)
 
-    def _database_trouble(self, messages: list[Message], error: DatabaseError) -> None:
+    def _database_trouble(self, starts: dict[TP, int], error: DatabaseError) -> None:
         """Roll back (done), rewind, and pause the batch's partitions for a backoff."""
         assert self.consumer is not None
         log.warning("database error, batch rolled back and paused: %s", error)
         self.stats.retries += 1
-        self._rewind(messages)
-        tps = {(m.topic(), m.partition()) for m in messages}
+        self._rewind_to(starts)
+        tps = set(starts)
         self.consumer.pause([TopicPartition(t, p) for t, p in tps])
         resume_at = time.monotonic() + self.config.retry_backoff_s
         for tp in tps:
@@ -478,7 +565,7 @@ class Runner:
             for tp in due:
                 del self._paused[tp]
 
-    def _note_failure(self, failure: HandlerFailed, messages: list[Message]) -> None:
+    def _note_failure(self, failure: HandlerFailed, starts: dict[TP, int]) -> None:
         message = failure.message
         where = (message.topic(), message.partition(), message.offset())
         self._failures[where] += 1
@@ -490,10 +577,11 @@ class Runner:
         if self.plan.commit is CommitTiming.BEFORE:
             return  # at_most_once: already committed, never processed again
         self.stats.retries += 1
-        self._rewind(messages)
+        self._rewind_to(starts)
         time.sleep(min(self.config.retry_backoff_s * attempts, 5.0))
 
     def _close(self) -> None:
+        self._closing = True
         if self.consumer is not None:
             try:
                 self.consumer.close()

@@ -15,7 +15,7 @@ from typing import Any
 from confluent_kafka import Message
 
 from onceflow.db import ConfigurationError
-from onceflow.patterns.guarantees import Plan, plan
+from onceflow.patterns.guarantees import CommitTiming, Plan, plan
 from onceflow.patterns.records import Decoder, default_event_id, json_decoder
 
 TP = tuple[str, int]
@@ -71,6 +71,10 @@ class RunnerConfig:
     lock_timeout_ms: int = 10_000
     statement_timeout_ms: int = 30_000
     commit_async: bool = False
+    # Kafka Streams' commit.interval.ms: 0 commits every batch; more lets the batches of
+    # that interval share one Kafka transaction (kafka_transactions) or one offset commit
+    # (at_least_once and the inbox), at the cost of that much latency.
+    commit_interval_ms: int = 0
     committed_timeout_s: float = 10.0
     progress_log_s: float | None = 30.0  # INFO line with rates and lag this often
     consumer_config: dict[str, Any] = field(default_factory=dict)
@@ -99,7 +103,36 @@ class RunnerConfig:
             raise ConfigurationError(
                 "outbox and kafka_transactions are two ways to produce; choose one"
             )
+        self._check_commit_interval(chosen)
         return chosen
+
+    def _check_commit_interval(self, chosen: Plan) -> None:
+        if self.commit_interval_ms == 0:
+            return
+        if chosen.commit is CommitTiming.BEFORE:
+            raise ConfigurationError(
+                "commit_interval_ms is refused with at_most_once: its offsets are committed "
+                "before each batch is processed"
+            )
+        if chosen.commit is CommitTiming.DATABASE:
+            raise ConfigurationError(
+                "commit_interval_ms is refused with db_offsets: the offsets commit with "
+                "each batch's database transaction"
+            )
+        if chosen.uses_kafka_transactions:
+            setting = self.producer_config.get("transaction.timeout.ms", 60_000)
+            try:
+                timeout = int(setting)
+            except (TypeError, ValueError):
+                raise ConfigurationError(
+                    f"producer_config['transaction.timeout.ms'] must be an integer, got {setting!r}"
+                ) from None
+            if self.commit_interval_ms >= timeout:
+                raise ConfigurationError(
+                    f"commit_interval_ms ({self.commit_interval_ms}) must be below the "
+                    f"producer's transaction.timeout.ms ({timeout}): the broker aborts a "
+                    "transaction open longer than that"
+                )
 
     def _check_types(self) -> None:
         if isinstance(self.topics, str) or not isinstance(self.topics, Sequence):
@@ -127,7 +160,7 @@ class RunnerConfig:
             )
         for name in ("batch_size", "max_attempts", "max_poll_interval_ms"):
             _number(name, getattr(self, name), minimum=1, integer=True)
-        for name in ("lock_timeout_ms", "statement_timeout_ms"):
+        for name in ("lock_timeout_ms", "statement_timeout_ms", "commit_interval_ms"):
             _number(name, getattr(self, name), minimum=0, integer=True)
         _number("poll_timeout_s", self.poll_timeout_s, minimum=0, exclusive=True)
         _number("committed_timeout_s", self.committed_timeout_s, minimum=0, exclusive=True)

@@ -10,6 +10,9 @@ Steps of one batch (crash points between them):
    (``after_send_offsets``);
 5. commit the transaction (``after_kafka_commit``).
 
+With the Runner's ``commit_interval_ms`` the batches of one interval repeat steps 1 and 3
+inside one transaction, and steps 4 and 5 run once for all of them.
+
 Outputs and input offsets become visible together or not at all. A crash anywhere before
 step 5 leaves an open transaction that the next ``init_transactions`` with the same
 ``transactional.id`` aborts (fencing the zombie); the batch is consumed again. On an
@@ -85,7 +88,7 @@ def is_fenced(error: KafkaError) -> bool:
 
 
 class KafkaTransaction:
-    """A transactional producer used one batch at a time."""
+    """A transactional producer running one transaction at a time."""
 
     def __init__(
         self,
