@@ -165,6 +165,11 @@ class Runner:
                 "auto.offset.reset": "earliest",
                 "isolation.level": "read_committed",
                 "max.poll.interval.ms": c.max_poll_interval_ms,
+                # librdkafka stops fetching for fetch.queue.backoff.ms (1000 ms by default)
+                # whenever its prefetch queue holds more than queued.min.messages (100,000):
+                # a Runner working through a backlog of small records then waits about a
+                # second after every 100,000. Fetch again as soon as the queue has room.
+                "fetch.queue.backoff.ms": 20,
                 **c.consumer_config,
                 "enable.partition.eof": True,  # tells when the Runner has caught up
             }
@@ -258,9 +263,7 @@ class Runner:
             self._resume_due()
             self.progress.tick(self.consumer)
             messages = []
-            for message in self.consumer.consume(
-                self.config.batch_size, self.config.poll_timeout_s
-            ):
+            for message in self._next_batch():
                 error = message.error()
                 if error is None:
                     messages.append(message)
@@ -283,6 +286,18 @@ class Runner:
             self._process(messages)
             self.progress.measure_lag(self.consumer)
         self._commit_pending()  # stopped: what was processed is committed before leaving
+
+    def _next_batch(self) -> list[Message]:
+        """Wait up to poll_timeout_s for a first event, then take what else is already
+        fetched, up to batch_size, as Kafka's poll() does. (consume(batch_size, timeout)
+        would wait for a full batch, or the whole timeout for the last records of a burst.)"""
+        assert self.consumer is not None
+        first = self.consumer.poll(self.config.poll_timeout_s)
+        if first is None:
+            return []
+        if self.config.batch_size == 1:
+            return [first]
+        return [first, *self.consumer.consume(self.config.batch_size - 1, 0)]
 
     def _process(self, messages: list[Message]) -> None:
         p = self.plan
