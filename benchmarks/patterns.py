@@ -22,6 +22,14 @@ broker unless --bootstrap is given), with the same JSON events:
   Runner's kafka_transactions shape), ``hand/at_least_once`` with an idempotent producer
   ``flush()``ed before a synchronous offset ``commit()`` (the Runner's at_least_once
   shape). Nothing else: no error handling, no dead letters, no progress, no crash points.
+  The modes ending in ``commit every 100 ms`` (the Runner with ``commit_interval_ms=100``,
+  Kafka Streams' default under exactly-once, and the hand-written loops doing the same)
+  let the batches of 100 ms share one transaction or one offset commit; Quix Streams
+  commits every 5 s by default. Every consumer here (the Runner's, the hand-written
+  loops', Quix Streams' through ``consumer_extra_config``) runs with
+  ``fetch.queue.backoff.ms=20``: at librdkafka's default of 1 s a consumer whose prefetch
+  queue passes 100,000 records stops fetching for up to a second, which decided whole
+  runs at random (benchmarks/README.md).
 
 records/s is measured from the first record handled to the end of the run (the final
 commit included); each mode runs ``--repeats`` times on fresh topics, the modes
@@ -95,16 +103,16 @@ def run_onceflow(
                        f"CREATE TABLE rows_{name} (event_id TEXT, n INTEGER)"])  # fmt: skip
     state = {"count": 0, "first": 0.0}
     runner: Runner
+    insert, target = f"INSERT INTO rows_{name} (event_id, n) VALUES (?, ?)", f"out-{name}"
 
     def handle(record, ctx) -> None:
         if state["count"] == 0:
             state["first"] = time.perf_counter()
         event = record.value
         if ctx.tx is not None:
-            ctx.tx.execute(f"INSERT INTO rows_{name} (event_id, n) VALUES (?, ?)",
-                           (event["id"], event["n"]))  # fmt: skip
+            ctx.tx.execute(insert, (event["id"], event["n"]))
         if produce_out:
-            ctx.produce(f"out-{name}", record.raw_value, key=record.key)
+            ctx.produce(target, record.raw_value, key=record.key)
         state["count"] += 1
         if state["count"] >= records:
             runner.stop()
@@ -149,9 +157,15 @@ def run_relay(bootstrap: str, db_url: str, records: int) -> float:
 
 
 def run_handwritten(
-    bootstrap: str, name: str, records: int, transactional: bool, prepared: bool = False
+    bootstrap: str,
+    name: str,
+    records: int,
+    transactional: bool,
+    prepared: bool = False,
+    interval_ms: int = 0,
 ) -> float:
-    """The plain confluent-kafka consume-decode-produce-commit loop (the Python ceiling)."""
+    """The plain confluent-kafka consume-decode-produce-commit loop (the Python ceiling);
+    with ``interval_ms`` the batches of that interval share one commit."""
     source, target = f"in-{name}", f"out-{name}"
     if not prepared:
         prepare(bootstrap, name, records)
@@ -163,6 +177,7 @@ def run_handwritten(
             "enable.auto.offset.store": False,
             "isolation.level": "read_committed",
             "fetch.wait.max.ms": 20,  # as the Runner runs in this benchmark
+            "fetch.queue.backoff.ms": 20,  # as the Runner's consumer (see runner.py)
         }
     )
     settings: dict[str, object] = {"bootstrap.servers": bootstrap, "linger.ms": 5}
@@ -178,6 +193,8 @@ def run_handwritten(
     handled = 0
     first = 0.0
     deadline = time.monotonic() + 600
+    opened = 0.0  # when the batches not committed yet began (0: none)
+    ends: dict[int, int] = {}
     try:
         while handled < records:
             if time.monotonic() > deadline:
@@ -187,9 +204,10 @@ def run_handwritten(
                 continue
             if not first:
                 first = time.perf_counter()
-            if transactional:
-                producer.begin_transaction()
-            ends: dict[int, int] = {}
+            if not opened:
+                opened = time.monotonic()
+                if transactional:
+                    producer.begin_transaction()
             for message in messages:
                 if message.error() is not None:
                     raise RuntimeError(f"hand-written {name}: {message.error()}")
@@ -202,7 +220,11 @@ def run_handwritten(
                     except BufferError:
                         poll(0.005)
                 ends[message.partition()] = message.offset() + 1
+            handled += len(messages)
+            if handled < records and (time.monotonic() - opened) * 1000 < interval_ms:
+                continue
             offsets = [TopicPartition(source, p, o) for p, o in ends.items()]
+            opened, ends = 0.0, {}
             if transactional:
                 producer.send_offsets_to_transaction(
                     offsets, consumer.consumer_group_metadata(), 30
@@ -212,7 +234,6 @@ def run_handwritten(
                 if producer.flush(30):
                     raise RuntimeError(f"hand-written {name}: flush timed out")
                 consumer.commit(offsets=offsets, asynchronous=False)
-            handled += len(messages)
         elapsed = time.perf_counter() - first
     finally:
         consumer.close()
@@ -227,6 +248,7 @@ QUIX_SCRIPT = textwrap.dedent(
     records = int(records)
     app = Application(broker_address=bootstrap, consumer_group="quix-" + source,
                       auto_offset_reset="earliest", processing_guarantee=guarantee,
+                      consumer_extra_config={"fetch.queue.backoff.ms": 20},
                       loglevel="WARNING", auto_create_topics=False,
                       state_dir=(state_dir := tempfile.mkdtemp(prefix="quix-state-")))
     state = {"count": 0, "first": 0.0}
@@ -288,6 +310,8 @@ def start_postgres() -> tuple[str, object]:
     return server.create_database(), server
 
 
+INTERVAL_MS = 100
+INTERVAL = f"commit every {INTERVAL_MS} ms"
 RATIOS = (
     ("db/exactly_once db_offsets", "db/at_least_once"),
     ("db/exactly_once inbox", "db/at_least_once"),
@@ -300,6 +324,10 @@ RATIOS = (
     ("kafka/at_least_once", "hand/at_least_once"),
     ("hand/transactional", "quix/exactly-once"),
     ("quix/exactly-once", "quix/at-least-once"),
+    (f"kafka/exactly_once kafka_transactions {INTERVAL}", "quix/exactly-once"),
+    (f"kafka/exactly_once kafka_transactions {INTERVAL}", f"hand/transactional {INTERVAL}"),
+    (f"kafka/at_least_once {INTERVAL}", "quix/at-least-once"),
+    (f"kafka/at_least_once {INTERVAL}", f"hand/at_least_once {INTERVAL}"),
 )
 
 
@@ -352,6 +380,17 @@ def main() -> int:
                                          {"pattern": "inbox", "outbox": True}),
         "hand/at_least_once": (run_handwritten, (bootstrap, "@h_alo", n, False), {}),
         "hand/transactional": (run_handwritten, (bootstrap, "@h_txn", n, True), {}),
+        # Kafka Streams' default commit.interval.ms under exactly-once: 100 ms
+        f"kafka/at_least_once {INTERVAL}": (
+            run_onceflow, (bootstrap, "@k_alo_i", n, None, True),
+            {"processing_guarantee": "at_least_once", "commit_interval_ms": INTERVAL_MS}),
+        f"kafka/exactly_once kafka_transactions {INTERVAL}": (
+            run_onceflow, (bootstrap, "@k_txn_i", n, None, True),
+            {"pattern": "kafka_transactions", "commit_interval_ms": INTERVAL_MS}),
+        f"hand/at_least_once {INTERVAL}": (
+            run_handwritten, (bootstrap, "@h_alo_i", n, False), {"interval_ms": INTERVAL_MS}),
+        f"hand/transactional {INTERVAL}": (
+            run_handwritten, (bootstrap, "@h_txn_i", n, True), {"interval_ms": INTERVAL_MS}),
     }  # fmt: skip
     if python is not None:
         modes["quix/at-least-once"] = (

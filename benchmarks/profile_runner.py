@@ -55,6 +55,18 @@ LOOPS = {
         "run (onceflow/patterns/runner.py",
     ),
     "hand-written at_least_once": (run_handwritten, (False,), {}, "run_handwritten"),
+    "runner kafka_transactions, commit every 100 ms": (
+        run_onceflow,
+        (False,),
+        {"pattern": "kafka_transactions", "commit_interval_ms": 100},
+        "run (onceflow/patterns/runner.py",
+    ),
+    "hand-written transactional, commit every 100 ms": (
+        run_handwritten,
+        (True,),
+        {"interval_ms": 100},
+        "run_handwritten",
+    ),
 }
 
 
