@@ -149,8 +149,10 @@ bench: venv system-deps kafka-jars $(VENV)/.bench-installed .venv-quix/bin/pytho
 	$(SPARK_CONNECTOR_VENV)/bin/python benchmarks/spark_connector.py --engines onceflow,kafka \
 		--records 500000 --repeat 3
 	$(BIN)/python benchmarks/spark_pipeline.py
+	rm -rf .bench-demo  # the demo's latency and kill-to-caught-up, from a clean state
+	$(BIN)/python examples/orders/demo.py --state .bench-demo
 	$(BIN)/python benchmarks/profile_broker.py --records $(BENCH_RECORDS)
 	$(BIN)/python benchmarks/profile_runner.py --records 100000
 
 clean:
-	rm -rf $(VENV) .venv-quix $(SPARK_CONNECTOR_VENV) .demo .pytest_cache
+	rm -rf $(VENV) .venv-quix $(SPARK_CONNECTOR_VENV) .demo .bench-demo .pytest_cache
