@@ -15,7 +15,6 @@ import glob
 import os
 import pwd
 import shutil
-import socket
 import subprocess
 import tempfile
 import time
@@ -24,6 +23,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
+from onceflow.kafka_cluster.ports import free_port
 
 USER = "onceflow"
 
@@ -39,18 +40,12 @@ def find_bin_dir() -> Path | None:
     return Path(initdb).parent if initdb else None
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 class PostgresServer:
     def __init__(self, bin_dir: Path) -> None:
         self.bin_dir = bin_dir
         self.root = Path(tempfile.mkdtemp(prefix="onceflow-pg-"))
         self.data = self.root / "data"
-        self.port = _free_port()
+        self.port = free_port()
         self.run_as: str | None = None
         if os.geteuid() == 0:
             try:

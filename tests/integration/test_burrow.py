@@ -21,6 +21,8 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
+from onceflow.kafka_cluster.ports import free_port
+
 BURROW = shutil.which("Burrow") or "/usr/bin/Burrow"
 ZOOKEEPER_JAR = Path("/usr/share/java/zookeeper.jar")
 
@@ -28,12 +30,6 @@ pytestmark = pytest.mark.skipif(
     not (Path(BURROW).exists() and ZOOKEEPER_JAR.exists()),
     reason="needs Debian's burrow and zookeeper packages (make system-deps)",
 )
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 def zookeeper_ready(port: int) -> bool:

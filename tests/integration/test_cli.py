@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import time
@@ -23,6 +22,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from onceflow.cli import main
+from onceflow.kafka_cluster.ports import free_port
 from onceflow.testing import unique_name
 
 LONG = "x" * 60  # longer than any column a narrow terminal could give it
@@ -50,12 +50,6 @@ def as_json(*args: str):
     result = invoke(*args, "--json")
     assert result.exit_code == 0, (result.stdout, result.stderr)
     return json.loads(result.stdout)
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 def produce(bootstrap: str, topic: str, count: int, partition: int | None = None) -> None:

@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import textwrap
@@ -22,17 +21,12 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from onceflow.cli import main
+from onceflow.kafka_cluster.ports import free_port
 from onceflow.testing import unique_name
 
 
 def invoke(*args: str, env: dict[str, str] | None = None):
     return CliRunner().invoke(main, list(args), env=env)
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 @pytest.fixture(scope="module")

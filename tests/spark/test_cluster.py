@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -27,6 +26,7 @@ from pathlib import Path
 
 import pytest
 
+from onceflow.kafka_cluster.ports import free_port
 from onceflow.spark.session import java_home
 from onceflow.verify.run import run_verify
 from tests.postgres import postgres_server, postgres_url  # noqa: F401  (fixtures)
@@ -39,12 +39,6 @@ JOB = Path(__file__).with_name("cluster_job.py")
 ROOT = JOB.parents[2]
 ORDERS = 1200  # 4 batches of maxOffsetsPerTrigger=300 per query
 PAUSED_STEPS = ("database.before_task_commit", "kafka.before_task_commit")
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def _proc_stat(pid: int) -> tuple[int, str] | None:
@@ -83,7 +77,7 @@ class StandaloneCluster:
         self.worker_memory = worker_memory
         self.processes: list[subprocess.Popen] = []
         self.spark_home = Path(__import__("pyspark").__file__).parent
-        self.port = _free_port()
+        self.port = free_port()
         self.master_url = f"spark://127.0.0.1:{self.port}"
         self.env = {
             **os.environ,
@@ -126,7 +120,7 @@ class StandaloneCluster:
             "org.apache.spark.deploy.master.Master",
             "--host", "127.0.0.1",
             "--port", str(self.port),
-            "--webui-port", str(_free_port()),
+            "--webui-port", str(free_port()),
         )  # fmt: skip
         self._wait_for(master, "I have been elected leader")
         logs = []
@@ -138,7 +132,7 @@ class StandaloneCluster:
                 "--host", "127.0.0.1",
                 "--cores", "1",
                 "--memory", self.worker_memory,
-                "--webui-port", str(_free_port()),
+                "--webui-port", str(free_port()),
                 "--work-dir", str(work),
             ]  # fmt: skip
             logs.append(self._start(f"worker{n}", *args))

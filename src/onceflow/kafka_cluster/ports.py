@@ -28,6 +28,12 @@ def free_ports(count: int, host: str = "127.0.0.1") -> list[int]:
     return ports
 
 
+def free_port(host: str = "127.0.0.1") -> int:
+    """One free port outside the ephemeral range, for a server that starts a moment later
+    (a port from the range can meanwhile become the local end of a client connection)."""
+    return free_ports(1, host)[0]
+
+
 def is_free(port: int, host: str = "127.0.0.1") -> bool:
     with socket.socket() as probe:
         probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)

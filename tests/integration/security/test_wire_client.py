@@ -3,11 +3,10 @@ settings, with several bootstrap hosts."""
 
 from __future__ import annotations
 
-import socket
-
 import pytest
 from kio.schema.metadata.v12.request import MetadataRequest
 
+from onceflow.kafka_cluster.ports import free_port
 from onceflow.protocol.client import AuthenticationError, WireClient, parse_bootstrap
 from onceflow.protocol.errors import ErrorCode
 from tests.integration.security.secured import ALICE, BOB, PLAIN_USERS, client_config
@@ -30,12 +29,6 @@ def metadata(client: WireClient):
         allow_auto_topic_creation=False,
         include_topic_authorized_operations=False,
     )
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 @pytest.mark.parametrize("case", CASES, ids=lambda c: f"{c[0]}-{c[1] or 'none'}")
