@@ -14,8 +14,10 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TypeVar
 
 from confluent_kafka import KafkaException, Producer
 
@@ -29,6 +31,7 @@ from tests.integration.engines import PARTITIONS, Engine
 ROOT = Path(__file__).resolve().parents[2]
 KEYS = 24
 EFFECTS_QUERY = "SELECT event_id AS id, key FROM effects ORDER BY seq"
+T = TypeVar("T")
 
 
 def produce_events(engine: Engine, count: int, poison_every: int = 0, start: int = 0) -> list[dict]:
@@ -119,6 +122,32 @@ def run_with_kills(
         raise AssertionError(f"final worker hung; see {log_path}") from None
     assert code == 0, f"final worker exited {code}; see {log_path}"
     return result
+
+
+def produce_in_waves(engine: Engine, total: int, runs: int) -> Callable[[int], None]:
+    """A ``before_each`` for run_with_kills: ``total`` events in ``runs + 1`` waves, one
+    produced before each run (the last run's wave takes the remainder)."""
+    wave = total // (runs + 1)
+
+    def produce_wave(run: int) -> None:
+        produce_events(engine, total - wave * runs if run == runs else wave, start=wave * run)
+
+    return produce_wave
+
+
+def feed_events(engine: Engine, total: int, waves: int = 10, pause_s: float = 0.6) -> None:
+    """Produce ``total`` events in ``waves`` waves, ``pause_s`` apart (while workers run)."""
+    for wave in range(waves):
+        produce_events(engine, total // waves, start=wave * total // waves)
+        time.sleep(pause_s)
+
+
+def run_concurrently(*calls: Callable[[], T]) -> list[T]:
+    """Run every call in its own thread at once; their results, in order, once all have
+    ended (the first exception of any is raised then)."""
+    with ThreadPoolExecutor(len(calls)) as pool:
+        futures = [pool.submit(call) for call in calls]
+    return [future.result() for future in futures]
 
 
 def worker_command(mode: str, engine: Engine, db_url: str, *extra: str) -> list[str]:

@@ -19,7 +19,6 @@ import json
 import os
 import signal
 import subprocess
-import threading
 import time
 import zlib
 from collections.abc import Callable
@@ -38,11 +37,15 @@ from tests.integration.engines import (
 )
 from tests.integration.patterns_harness import (
     ROOT,
+    KillLog,
     audit_effects,
     audit_topic,
+    feed_events,
     produce_events,
+    produce_in_waves,
     read_dlq,
     relay_command,
+    run_concurrently,
     run_with_kills,
     worker_command,
 )
@@ -88,13 +91,7 @@ def _cases(*values, kafka_dbs=("sqlite",)):
 def _setup(engine: Engine, runs: int) -> Callable[[int], None]:
     """Create the topics; return a ``before_each`` producing one wave of events per run."""
     engine.create_topics()
-    wave = EVENTS // (runs + 1)
-
-    def produce_wave(run: int) -> None:
-        count = EVENTS - wave * runs if run == runs else wave
-        produce_events(engine, count, start=wave * run)
-
-    return produce_wave
+    return produce_in_waves(engine, EVENTS, runs)
 
 
 def _assert_exactly_once(report) -> None:
@@ -203,30 +200,18 @@ def test_two_relays_share_the_outbox_on_postgresql(engine, request, tmp_path):
         with db.transaction() as tx:
             for event in events:
                 outbox.add(tx, engine.output, event["key"], json.dumps(event))
-    results: list[object] = []
 
-    def relay_process(name: str, seed: int) -> None:
-        try:
-            results.append(
-                run_with_kills(
-                    relay_command(engine, pg_url, "--batch-size", "100", "--shards-per-cycle", "2"),
-                    tuple(s for s in relay.STEPS if s != "after_kafka_commit"),
-                    tmp_path / f"{name}.log",
-                    kills=3,
-                    max_count=3,
-                    seed=seed,
-                )
-            )
-        except BaseException as error:
-            results.append(error)
+    def relay_process(name: str, seed: int) -> Callable[[], KillLog]:
+        return lambda: run_with_kills(
+            relay_command(engine, pg_url, "--batch-size", "100", "--shards-per-cycle", "2"),
+            tuple(s for s in relay.STEPS if s != "after_kafka_commit"),
+            tmp_path / f"{name}.log",
+            kills=3,
+            max_count=3,
+            seed=seed,
+        )
 
-    threads = [threading.Thread(target=relay_process, args=(f"relay{i}", i)) for i in (1, 2)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    for result in results:
-        assert not isinstance(result, BaseException), result
+    run_concurrently(relay_process("relay1", 1), relay_process("relay2", 2))
     report, _ = audit_topic(engine, dedupe=True)
     _assert_exactly_once(report)
     with connect(pg_url) as db:
@@ -254,33 +239,18 @@ def test_two_workers_in_one_group_under_kills(engine, db_url, tmp_path, mode):
     """Two workers of one consumer group (rebalances hand partitions over while the other
     is killed at crash points): the database still holds every event exactly once."""
     engine.create_topics()
-    results: list[object] = []
-
-    def feed() -> None:  # events keep arriving while workers die and rebalance
-        for wave in range(10):
-            produce_events(engine, EVENTS // 10, start=wave * EVENTS // 10)
-            time.sleep(0.6)
-
-    feeder = threading.Thread(target=feed)
-    feeder.start()
     steps = DB_OFFSETS_STEPS if mode == "db_offsets" else INBOX_STEPS
 
-    def worker(instance: str, seed: int) -> None:
-        try:
-            command = worker_command(mode, engine, db_url, "--idle-exit", "4",
-                                     "--batch-size", "50", "--instance", instance)  # fmt: skip
-            results.append(run_with_kills(command, steps, tmp_path / f"{instance}.log",
-                                          kills=3, max_count=3, seed=seed))  # fmt: skip
-        except BaseException as error:
-            results.append(error)
+    def worker(instance: str, seed: int) -> Callable[[], KillLog]:
+        command = worker_command(mode, engine, db_url, "--idle-exit", "4",
+                                 "--batch-size", "50", "--instance", instance)  # fmt: skip
+        return lambda: run_with_kills(command, steps, tmp_path / f"{instance}.log",
+                                      kills=3, max_count=3, seed=seed)  # fmt: skip
 
-    threads = [threading.Thread(target=worker, args=(f"w{i}", 10 + i)) for i in (1, 2)]
-    for thread in threads:
-        thread.start()
-    for thread in [*threads, feeder]:
-        thread.join()
-    for result in results:
-        assert not isinstance(result, BaseException), result
+    # events keep arriving while workers die and rebalance
+    _, *results = run_concurrently(
+        lambda: feed_events(engine, EVENTS), worker("w1", 11), worker("w2", 12)
+    )
     assert sum(r.kills for r in results) >= 4, results
     # Whatever arrived last. w2 is a static member (group.instance.id) that left without
     # LeaveGroup, so it keeps its partitions until its 6 s session times out: the drain

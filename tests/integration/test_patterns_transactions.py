@@ -10,9 +10,8 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import threading
-import time
 import warnings
+from collections.abc import Callable
 
 import pytest
 from confluent_kafka import Producer
@@ -27,11 +26,15 @@ from tests.integration.engines import (
 )
 from tests.integration.patterns_harness import (
     ROOT,
+    KillLog,
     audit_effects,
     audit_topic,
+    feed_events,
     group_offsets_supported,
     produce_events,
+    produce_in_waves,
     read_dlq,
+    run_concurrently,
     run_with_kills,
     worker_command,
 )
@@ -56,10 +59,6 @@ def test_kafka_transactions_exactly_once_under_kills(engine, tmp_path, interval_
     anywhere aborts them all and they are read again from the transaction's start."""
     _require_group_offsets(engine)
     runs = 6 if engine.name == ONCEFLOW else 3
-    wave = EVENTS // (runs + 1)
-
-    def produce_wave(run: int) -> None:
-        produce_events(engine, EVENTS - wave * runs if run == runs else wave, start=wave * run)
 
     command = worker_command("kafka_txn", engine, "-", "--idle-exit", "2", "--batch-size", "50",
                              "--commit-interval-ms", str(interval_ms))  # fmt: skip
@@ -68,7 +67,7 @@ def test_kafka_transactions_exactly_once_under_kills(engine, tmp_path, interval_
         ("after_consume", *txn_pattern.STEPS),
         tmp_path / "worker.log",
         kills=runs,
-        before_each=produce_wave,
+        before_each=produce_in_waves(engine, EVENTS, runs),
     )
     assert kills.kills >= runs * 2 // 3, kills
     report, _ = audit_topic(engine)
@@ -129,7 +128,6 @@ def test_handler_failures_rewind_every_uncommitted_batch(engine, tmp_path, mode,
 def test_at_least_once_with_a_commit_interval_loses_nothing_under_kills(engine, tmp_path):
     """Outputs are flushed before the interval's offsets commit: kills duplicate, never lose."""
     _require_group_offsets(engine)
-    produce_wave = _waves(engine, 4)
     command = worker_command("alo_produce", engine, "-", "--idle-exit", "2", "--batch-size",
                              "50", "--commit-interval-ms", "300")  # fmt: skip
     kills = run_with_kills(
@@ -137,7 +135,7 @@ def test_at_least_once_with_a_commit_interval_loses_nothing_under_kills(engine, 
         ("after_consume", "after_produce", "after_kafka_commit"),
         tmp_path / "worker.log",
         kills=4,
-        before_each=produce_wave,
+        before_each=produce_in_waves(engine, EVENTS, 4),
     )
     assert kills.kills >= 2, kills
     report, _ = audit_topic(engine)
@@ -151,33 +149,19 @@ def test_two_transactional_workers_with_a_commit_interval_under_kills(engine, tm
     while events arrive: a rebalance commits the open transaction before partitions move
     (or aborts it when they are lost), and the output holds every event exactly once."""
     _require_group_offsets(engine)
-    results: list[object] = []
 
-    def feed() -> None:
-        for wave in range(10):
-            produce_events(engine, EVENTS // 10, start=wave * EVENTS // 10)
-            time.sleep(0.6)
+    def worker(instance: str, seed: int) -> Callable[[], KillLog]:
+        command = worker_command("kafka_txn", engine, "-", "--idle-exit", "4",
+                                 "--batch-size", "50", "--commit-interval-ms", "2000",
+                                 "--slow-ms", "3", "--instance", "",
+                                 "--txn-id", f"txn-{instance}")  # fmt: skip
+        return lambda: run_with_kills(command, ("after_consume", *txn_pattern.STEPS),
+                                      tmp_path / f"{instance}.log", kills=3, max_count=3,
+                                      seed=seed)  # fmt: skip
 
-    def worker(instance: str, seed: int) -> None:
-        try:
-            command = worker_command("kafka_txn", engine, "-", "--idle-exit", "4",
-                                     "--batch-size", "50", "--commit-interval-ms", "2000",
-                                     "--slow-ms", "3", "--instance", "",
-                                     "--txn-id", f"txn-{instance}")  # fmt: skip
-            results.append(run_with_kills(command, ("after_consume", *txn_pattern.STEPS),
-                                          tmp_path / f"{instance}.log", kills=3, max_count=3,
-                                          seed=seed))  # fmt: skip
-        except BaseException as error:
-            results.append(error)
-
-    threads = [threading.Thread(target=feed)]
-    threads += [threading.Thread(target=worker, args=(f"w{i}", 20 + i)) for i in (1, 2)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    for result in results:
-        assert not isinstance(result, BaseException), result
+    _, *results = run_concurrently(
+        lambda: feed_events(engine, EVENTS), worker("w1", 21), worker("w2", 22)
+    )
     assert sum(r.kills for r in results) >= 4, results
     drain = worker_command("kafka_txn", engine, "-", "--idle-exit", "8", "--instance", "",
                            "--txn-id", "txn-w1", "--commit-interval-ms", "2000")  # fmt: skip
@@ -185,15 +169,6 @@ def test_two_transactional_workers_with_a_commit_interval_under_kills(engine, tm
     report, _ = audit_topic(engine)
     assert report.input.events == EVENTS
     assert report.ok, f"anomalies: {report.counts} e.g. {report.anomalies[:5]}"
-
-
-def _waves(engine: Engine, runs: int):
-    wave = EVENTS // (runs + 1)
-
-    def produce_wave(run: int) -> None:
-        produce_events(engine, EVENTS - wave * runs if run == runs else wave, start=wave * run)
-
-    return produce_wave
 
 
 def test_inbox_with_kafka_transactions_is_refused():
