@@ -401,9 +401,7 @@ class Runner:
     def _process_kafka_transaction(self, messages: list[Message]) -> None:
         assert self.txn is not None and self.consumer is not None
         txn = self.txn
-        if not txn.open:
-            self._pending.take()
-        self._pending.add(messages)
+        self._pending.add(messages)  # empty whenever no transaction is open
         try:
             if not txn.open:
                 txn.begin()
@@ -469,9 +467,6 @@ class Runner:
         if not self._pending:
             return
         if self.txn is not None:
-            if not self.txn.open:
-                self._pending.take()
-                return
             try:
                 self._commit_transaction()
             except KafkaException as error:
