@@ -17,7 +17,6 @@ import pwd
 import shutil
 import subprocess
 import tempfile
-import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -118,12 +117,3 @@ def postgres_server() -> Iterator[PostgresServer]:
 @pytest.fixture
 def postgres_url(postgres_server: PostgresServer) -> str:
     return postgres_server.create_database()
-
-
-def wait_for(predicate, timeout: float, interval: float = 0.1) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(interval)
-    return predicate()

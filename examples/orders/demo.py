@@ -9,12 +9,16 @@
 
 Defaults are embedded (onceflow broker, SQLite, Spark local[2]); --bootstrap,
 --database-url and --master point the same job at Kafka, PostgreSQL and a Spark cluster.
+On a Kafka cluster, --environment production applies topics.yaml's production environment
+(replication factor 3, min.insync.replicas 2), and --reset-topics starts from empty topics
+when an earlier run left its records there.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
 import shutil
 import signal
@@ -26,8 +30,10 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
-from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka import Consumer, KafkaException, TopicPartition
+from confluent_kafka.admin import AdminClient
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
@@ -40,12 +46,101 @@ from onceflow.broker.process import BrokerProcess  # noqa: E402
 from onceflow.verify.run import run_verify  # noqa: E402
 
 console = Console()
+errors = Console(stderr=True, soft_wrap=True)
+
+TOPICS_FILE = HERE / "topics.yaml"
+INPUT, OUTPUT = "orders", "order-confirmations"
+MARKER_TOPIC = "__onceflow_sink_markers.order-confirmations"  # the Kafka sink's markers
 
 
-def apply_topics(bootstrap: str) -> None:
+class DemoError(RuntimeError):
+    """Why the demo cannot run: printed as one line."""
+
+
+def fail(message: str) -> int:
+    errors.print(f"[bold red]error:[/bold red] {escape(message)}")
+    return 1
+
+
+def client_logger(state: Path) -> logging.Logger:
+    """librdkafka's log lines of the demo's own clients (generator, progress, audit) go to
+    ``clients.log``: a broker that restarts is expected, not a reason for console noise."""
+    logger = logging.getLogger("demo.kafka-clients")
+    if not logger.handlers:
+        handler = logging.FileHandler(state / "clients.log")
+        handler.setFormatter(logging.Formatter("%(asctime)s %(message)s"))
+        logger.addHandler(handler)
+        logger.propagate = False
+    return logger
+
+
+def apply_topics(bootstrap: str, env: str | None = None, reset: bool = False) -> str:
+    """Create (or with ``reset``, delete and recreate) the demo's topics; the topics must
+    hold no records of an earlier run (the audit compares every record). Returns the
+    environment that was applied; raises DemoError with one line."""
     from onceflow import topics
 
-    topics.migrate(HERE / "topics.yaml", bootstrap)
+    try:
+        if reset:
+            delete_marker_topic(bootstrap)
+            plan = topics.run("reset", TOPICS_FILE, bootstrap, env=env, yes=True)
+        else:
+            plan = topics.migrate(TOPICS_FILE, bootstrap, env=env)
+    except topics.SpecError as error:
+        raise DemoError(
+            "invalid topics file: " + "; ".join(str(problem) for problem in error.problems)
+        ) from None
+    except topics.TopicsError as error:  # PlanError (one line), LockTimeout, unreachable
+        raise DemoError(str(error)) from None
+    if not reset:
+        leftovers = earlier_run(bootstrap)
+        if leftovers:
+            raise DemoError(
+                f"{leftovers} on {bootstrap} (an earlier run of the demo?): its audit needs "
+                f"empty topics; run it with --reset-topics to delete and recreate {INPUT}, "
+                f"{OUTPUT} and {MARKER_TOPIC}"
+            )
+    return plan.env or "none"
+
+
+def earlier_run(bootstrap: str) -> str | None:
+    """What an earlier run left in the demo's topics, or None."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    metadata = admin.list_topics(timeout=30)
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "demo-check"})
+    try:
+        for name in (INPUT, OUTPUT):
+            topic = metadata.topics.get(name)
+            if topic is None:
+                continue
+            records = 0
+            for partition in topic.partitions:
+                low, high = consumer.get_watermark_offsets(
+                    TopicPartition(name, partition), timeout=30, cached=False
+                )
+                records += high - low
+            if records:
+                return f"topic {name!r} holds {records:,} records"
+    finally:
+        consumer.close()
+    if MARKER_TOPIC in metadata.topics:
+        return f"topic {MARKER_TOPIC!r} exists"
+    return None
+
+
+def delete_marker_topic(bootstrap: str) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    if MARKER_TOPIC not in admin.list_topics(timeout=30).topics:
+        return
+    try:
+        admin.delete_topics([MARKER_TOPIC])[MARKER_TOPIC].result(30)
+    except KafkaException as error:
+        raise DemoError(f"cannot delete {MARKER_TOPIC}: {error.args[0].str()}") from None
+    deadline = time.monotonic() + 60
+    while MARKER_TOPIC in admin.list_topics(timeout=30).topics:  # deletion is asynchronous
+        if time.monotonic() > deadline:
+            raise DemoError(f"{MARKER_TOPIC} is still there 60 s after its deletion")
+        time.sleep(0.2)
 
 
 BATCHES = 5  # micro-batches a run takes at least, so the planned kill lands mid-run
@@ -81,13 +176,14 @@ class Pipeline:
             "--master",
             args.master,
             "--max-offsets-per-trigger",
-            str(batch_size(args.orders, args.rate)),
+            str(args.batch_size or batch_size(args.orders, args.rate)),
         ]
         self.log_path = log_path
         self.process: subprocess.Popen[str] | None = None
         self.run = 0  # 1 for the first start, 2 after the restart
         self.batches: list[dict] = []  # every micro-batch's summary, in arrival order
         self.started = threading.Event()  # the queries are running
+        self.failure: str | None = None  # the one-line reason a query failed
 
     def start(self) -> None:
         self.run += 1
@@ -112,6 +208,8 @@ class Pipeline:
                 self.batches.append({**json.loads(rest), "run": run})
             elif line.startswith("pipeline started"):
                 self.started.set()
+            elif kind == "failed":
+                self.failure = rest
 
     def done_batches(self, query: str) -> int:
         return sum(1 for b in self.batches if b["query"] == query and b["run"] == self.run)
@@ -167,14 +265,17 @@ def revenue_totals(database_url: str) -> dict[str, tuple[int, int]]:
     return {store: (int(revenue), int(orders)) for store, revenue, orders in rows}
 
 
-def expected_revenue(bootstrap: str, count: int) -> dict[str, tuple[int, int]]:
+def expected_revenue(
+    bootstrap: str, count: int, logger: logging.Logger | None = None
+) -> dict[str, tuple[int, int]]:
     consumer = Consumer(
         {
             "bootstrap.servers": bootstrap,
             "group.id": "demo-audit",
             "isolation.level": "read_committed",
             "enable.auto.commit": False,
-        }
+        },
+        **({"logger": logger} if logger is not None else {}),
     )
     metadata = consumer.list_topics("orders", timeout=10)
     consumer.assign([TopicPartition("orders", p, 0) for p in metadata.topics["orders"].partitions])
@@ -195,7 +296,7 @@ def expected_revenue(bootstrap: str, count: int) -> dict[str, tuple[int, int]]:
 class Confirmations:
     """Reads order-confirmations (read_committed) and times each order end to end."""
 
-    def __init__(self, bootstrap: str) -> None:
+    def __init__(self, bootstrap: str, logger: logging.Logger | None = None) -> None:
         self.consumer = Consumer(
             {
                 "bootstrap.servers": bootstrap,
@@ -203,7 +304,8 @@ class Confirmations:
                 "isolation.level": "read_committed",
                 "enable.auto.commit": False,
                 "auto.offset.reset": "earliest",
-            }
+            },
+            **({"logger": logger} if logger is not None else {}),
         )
         self.consumer.subscribe(["order-confirmations"])
         self.count = 0
@@ -247,15 +349,21 @@ def run(args: argparse.Namespace) -> int:
         console.print(f"[bold]broker[/bold] onceflow on {bootstrap} (data in {state}/broker)")
     pipeline = Pipeline(args, bootstrap, state / "pipeline.log")
     timeline = Timeline()
+    kafka_logs = client_logger(state)
     try:
-        apply_topics(bootstrap)
-        console.print("[bold]topics[/bold] applied examples/orders/topics.yaml")
+        try:
+            env = apply_topics(bootstrap, args.env, args.reset_topics)
+        except DemoError as error:
+            return fail(str(error))
+        console.print(
+            f"[bold]topics[/bold] {'reset' if args.reset_topics else 'applied'} "
+            f"examples/orders/topics.yaml (environment: {env})"
+        )
         pipeline.start()
         console.print(f"[bold]spark[/bold] starting the pipeline on {args.master} ...")
         while not pipeline.started.wait(0.5):
             if pipeline.failed:
-                console.print(f"[red]pipeline failed; see {pipeline.log_path}[/red]")
-                return 1
+                return pipeline_failed(pipeline)
         generated = [0]
 
         def produce_orders() -> None:
@@ -266,6 +374,7 @@ def run(args: argparse.Namespace) -> int:
                 args.orders,
                 args.rate,
                 progress=lambda n: generated.__setitem__(0, n),
+                logger=kafka_logs,
             )
             timeline.generator_finished = time.time()
 
@@ -275,7 +384,7 @@ def run(args: argparse.Namespace) -> int:
             f"be SIGKILLed during revenue batch {args.kill_after_batch} (the batch after "
             f"{args.kill_after_batch} finished ones) and restarted"
         )
-        confirmations = Confirmations(bootstrap)
+        confirmations = Confirmations(bootstrap, kafka_logs)
         printed = 0
         with Progress(
             TextColumn("{task.description:<24}"),
@@ -319,8 +428,7 @@ def run(args: argparse.Namespace) -> int:
                     )
                     pipeline.start()
                 if pipeline.failed:
-                    console.print(f"[red]pipeline failed; see {pipeline.log_path}[/red]")
-                    return 1
+                    return pipeline_failed(pipeline)
                 if (
                     timeline.killed_at is not None
                     and timeline.caught_up_after_kill is None
@@ -331,11 +439,17 @@ def run(args: argparse.Namespace) -> int:
                     break
         confirmations.close()
         pipeline.stop()
-        return audit(args, bootstrap, pipeline, confirmations, timeline)
+        return audit(args, bootstrap, pipeline, confirmations, timeline, kafka_logs)
     finally:
         pipeline.stop()
         if broker is not None:
             broker.stop()
+
+
+def pipeline_failed(pipeline: Pipeline) -> int:
+    """The Spark job ended with an error: its one-line reason, and where the rest is."""
+    reason = pipeline.failure or f"exit code {pipeline.process.returncode}"  # type: ignore[union-attr]
+    return fail(f"the pipeline failed: {reason} (its log: {pipeline.log_path})")
 
 
 def kill_mid_batch(pipeline: Pipeline, args: argparse.Namespace, timeline: Timeline) -> None:
@@ -370,6 +484,7 @@ def audit(
     pipeline: Pipeline,
     confirmations: Confirmations,
     timeline: Timeline,
+    kafka_logs: logging.Logger | None = None,
 ) -> int:
     killed = timeline.killed_at is not None
     report = run_verify(
@@ -379,7 +494,7 @@ def audit(
         key_field="store",
         output_topic="order-confirmations",
     )
-    expected = expected_revenue(bootstrap, args.orders)
+    expected = expected_revenue(bootstrap, args.orders, kafka_logs)
     stored = revenue_totals(args.database_url)
     wrong_stores = sorted(
         s for s in expected.keys() | stored.keys() if expected.get(s) != stored.get(s)
@@ -458,6 +573,22 @@ def audit(
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--bootstrap", help="A Kafka cluster (default: embedded broker).")
+    parser.add_argument(
+        "--environment",
+        "--env",
+        dest="env",
+        default=os.environ.get("ONCEFLOW_ENV") or None,
+        help="The environment of topics.yaml to apply, as `onceflow topics migrate --env` "
+        "(default $ONCEFLOW_ENV, else none: "
+        "replication factor 1); 'production' gives replication factor 3 and "
+        "min.insync.replicas 2, for a cluster of 3 or more brokers.",
+    )
+    parser.add_argument(
+        "--reset-topics",
+        action="store_true",
+        help=f"Delete and recreate the demo's topics ({INPUT}, {OUTPUT}, {MARKER_TOPIC}) "
+        "first, with every record an earlier run left in them.",
+    )
     parser.add_argument("--database-url", help="Default: sqlite:///.demo/onceflow.db")
     parser.add_argument("--master", default="local[2]", help="Spark master URL.")
     parser.add_argument("--state", type=Path, default=Path(".demo"))
@@ -468,6 +599,13 @@ def main(argv: list[str] | None = None) -> int:
         type=int,
         default=2,
         help="SIGKILL the Spark job once this many revenue micro-batches have finished.",
+    )
+    parser.add_argument(
+        "--batch-size",
+        type=int,
+        default=None,
+        help="Orders per micro-batch at most (maxOffsetsPerTrigger; default: twice --rate, "
+        f"and at most --orders / {BATCHES}).",
     )
     parser.add_argument("--timeout", type=float, default=240)
     args = parser.parse_args(argv)

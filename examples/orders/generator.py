@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import random
 import time
 from collections.abc import Callable
@@ -29,8 +30,10 @@ def generate(
     rate: float,
     seed: int = 42,
     progress: Callable[[int], None] | None = None,
+    logger: logging.Logger | None = None,
 ) -> None:
-    """Produce ``count`` orders at about ``rate`` per second (keys keep a store's order)."""
+    """Produce ``count`` orders at about ``rate`` per second (keys keep a store's order);
+    ``logger`` gets librdkafka's log lines (default: stderr)."""
     rng = random.Random(seed)
     producer = Producer(
         {
@@ -39,7 +42,8 @@ def generate(
             "acks": "all",
             "linger.ms": 20,
             "partitioner": "murmur2_random",  # Java-compatible key placement
-        }
+        },
+        **({"logger": logger} if logger is not None else {}),
     )
     started = time.monotonic()
     for number in range(count):

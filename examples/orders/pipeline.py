@@ -132,6 +132,7 @@ def main(argv: list[str] | None = None) -> None:
         for query in queries:
             if query.exception() is not None:
                 print(f"query {query.name} failed: {query.exception()}", file=sys.stderr)
+                print(f"failed {query.name}: {reason(str(query.exception()))}", flush=True)
                 sys.exit(1)
     except KeyboardInterrupt:
         pass
@@ -139,6 +140,17 @@ def main(argv: list[str] | None = None) -> None:
         for query in queries:
             query.stop()
         spark.stop()
+
+
+def reason(error: str) -> str:
+    """The line of a query's error that says why: onceflow's own error (the source's and
+    sinks' errors are one line each), else the first line of Spark's."""
+    lines = error.splitlines() or [""]
+    for line in lines:
+        for marker in ("KafkaUnavailableError: ", "OnceflowDataLossError: ", "SinkReusedError: "):
+            if marker in line:
+                return line[line.index(marker) :]
+    return lines[0]
 
 
 def batch_summary(name: str, progress) -> dict:

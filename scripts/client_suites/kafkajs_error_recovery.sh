@@ -5,7 +5,7 @@
 #   scripts/client_suites/kafkajs_error_recovery.sh [RUNS]
 #
 # With $BOOTSTRAP set it runs against that broker (e.g. Apache Kafka from
-# `python -m onceflow.kafka_cluster --nodes 1`); otherwise it starts a onceflow broker from
+# `onceflow kafka-cluster --nodes 1`); otherwise it starts a onceflow broker from
 # this repository's .venv with a fresh data directory and stops it at the end.
 # kafkajs@2.2.4 is installed once with npm into $KAFKAJS_DIR (default: a cache directory).
 # Each run prints `result ok`, `result written-twice` (the record is on the log twice: the

@@ -120,6 +120,9 @@ BROKER_CONFIGS: dict[str, ConfigKey] = _keys(
     ConfigKey("group.consumer.session.timeout.ms", "int", 45_000, minimum=1),
     ConfigKey("group.consumer.heartbeat.interval.ms", "int", 5_000, minimum=1),
     ConfigKey("group.consumer.assignors", "list", "uniform,range", choices=("uniform", "range")),
+    # onceflow's own, for tests and `onceflow prove` only (docs/groups.md): a member whose
+    # coordinator connection closes leaves its group at once instead of at session expiry.
+    ConfigKey("onceflow.group.leave.on.disconnect", "bool", False),
     ConfigKey("offsets.retention.minutes", "int", 10_080, minimum=1),
     ConfigKey("offsets.topic.num.partitions", "int", 1, minimum=1),
     ConfigKey("transaction.state.log.num.partitions", "int", 1, minimum=1),

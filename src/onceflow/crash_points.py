@@ -13,6 +13,13 @@ an armed step::
 Arm them in code with ``CrashPoints({"after_db_commit": 3})``, or observe them with
 ``CrashPoints(callback=...)``.
 
+**Pause points** stop a process at a pattern step instead, so that the fault engine
+(``onceflow.faults``) can do something else at exactly that moment (restart the broker,
+cut the network, lock the database) and then let it go on::
+
+    ONCEFLOW_PAUSE_AT="after_db_commit:2"    # the second time the step is reached
+    ONCEFLOW_PAUSE_DIR=/tmp/run/worker-1     # it writes <dir>/paused, waits for <dir>/release
+
 **Spark sink steps** run in many processes (driver and executors, retried tasks), so they
 are armed by micro-batch and task partition instead, and ``spark_step_reached`` checks
 them::
@@ -52,8 +59,13 @@ from collections import Counter
 from collections.abc import Callable, Mapping
 
 ENV_VAR = "ONCEFLOW_CRASH_AT"
+PAUSE_VAR = "ONCEFLOW_PAUSE_AT"
+PAUSE_DIR_VAR = "ONCEFLOW_PAUSE_DIR"
+PAUSED_FILE = "paused"
+RELEASE_FILE = "release"
 SPARK_ENV_VAR = "ONCEFLOW_SPARK_CRASH_AT"
 SPARK_PGID_VAR = "ONCEFLOW_SPARK_CRASH_PGID"
+SESSION_GROUP = "session"  # SPARK_PGID_VAR's value for the session leader's group
 SPARK_FILE_VAR = "ONCEFLOW_SPARK_CRASH_FILE"
 SPARK_PAUSE_PREFIX = "ONCEFLOW_SPARK_PAUSE_"
 SPARK_PAUSE_VAR = "ONCEFLOW_SPARK_PAUSE_AT"
@@ -103,8 +115,11 @@ class CrashPoints:
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> CrashPoints:
-        spec = (environ if environ is not None else os.environ).get(ENV_VAR, "")
-        return cls(cls.parse(spec))
+        env = environ if environ is not None else os.environ
+        pause = cls.parse(env.get(PAUSE_VAR, ""))
+        directory = env.get(PAUSE_DIR_VAR)
+        callback = pause_callback(pause, directory) if pause and directory else None
+        return cls(cls.parse(env.get(ENV_VAR, "")), callback)
 
     def reached(self, step: str) -> None:
         self.counts[step] += 1
@@ -116,6 +131,26 @@ class CrashPoints:
 
 
 NO_CRASHES = CrashPoints()
+
+
+def pause_callback(armed: Mapping[str, int], directory: str) -> Callable[[str, int], None]:
+    """A CrashPoints callback that pauses at an armed step's N-th occurrence: it writes
+    ``<directory>/paused`` and waits until ``<directory>/release`` exists."""
+
+    def pause(step: str, count: int) -> None:
+        if armed.get(step) != count:
+            return
+        print(f"onceflow pause point: paused at {step} #{count}", file=sys.stderr, flush=True)
+        paused = os.path.join(directory, PAUSED_FILE)
+        release = os.path.join(directory, RELEASE_FILE)
+        with open(paused + ".part", "w", encoding="utf-8") as file:
+            file.write(f"{os.getpid()} {step} {count}\n")
+        os.replace(paused + ".part", paused)
+        while not os.path.exists(release):
+            time.sleep(0.005)
+        os.remove(release)
+
+    return pause
 
 
 def spark_step_armed(spec: str, step: str, batch_id: int | None, partition: int | None) -> bool:
@@ -168,9 +203,19 @@ def spark_step_reached(
     spec = os.environ.get(SPARK_ENV_VAR)
     if not spec or not spark_step_armed(spec, step, batch_id, partition):
         return
-    group = os.environ.get(SPARK_PGID_VAR)
     kill_self(
         f"onceflow spark crash point: SIGKILL at {step} batch={batch_id} partition={partition}",
         record_in=os.environ.get(SPARK_FILE_VAR),
-        group=int(group) if group else None,
+        group=_crash_group(os.environ.get(SPARK_PGID_VAR)),
     )
+
+
+def _crash_group(value: str | None) -> int | None:
+    """The process group a Spark crash point kills: a number, or ``session`` for the group
+    of this process's session leader (a driver started in a session of its own, as prove
+    starts it; PySpark's worker daemon is in a process group of its own, not a session)."""
+    if not value:
+        return None
+    if value == SESSION_GROUP:
+        return os.getsid(0)
+    return int(value)

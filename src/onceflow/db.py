@@ -1,19 +1,21 @@
 """A thin database layer: SQLite (stdlib, the embedded default) and PostgreSQL (psycopg 3).
 
 One ``Database`` is one connection used by one thread. SQL is written once with ``?``
-placeholders and the ANSI/SQLite-PostgreSQL common subset (``INSERT ... ON CONFLICT``,
-partial indexes); ``Database.sql`` adapts the placeholders for PostgreSQL.
+placeholders and the subset both databases share; what differs is the ``Dialect``
+(``onceflow.sql_dialect``, ``db.dialect``), which also adapts the placeholders. This module
+holds what differs between the two drivers (sqlite3 and psycopg): connecting, their errors.
 
 Transactions:
 
 * ``transaction()`` on SQLite is ``BEGIN IMMEDIATE``: the database write lock is taken at
   the start, so two workers never interleave inside one (SQLite has no row locks).
 * On PostgreSQL it is a plain ``BEGIN``; row locks are taken explicitly with
-  ``SELECT ... FOR UPDATE`` (``lock_clause``) by the patterns that need them.
+  ``SELECT ... FOR UPDATE`` (``dialect.row_lock``) by the patterns that need them.
 
-Both use a lock timeout and a statement timeout (milliseconds) that callers keep below the
-consumer's ``max.poll.interval.ms``, so a worker blocked behind a dead owner's lock gives up
-before the group evicts it (the Karafka article's first rule).
+Both use a lock timeout and a statement timeout (milliseconds); the Runner keeps them below
+the consumer's ``max.poll.interval.ms`` (``RunnerConfig.validate``), so a worker blocked
+behind a dead owner's lock gives up before the group evicts it (the Karafka article's
+first rule).
 """
 
 from __future__ import annotations
@@ -21,11 +23,13 @@ from __future__ import annotations
 import sqlite3
 import time
 from collections.abc import Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import closing, contextmanager
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
-Dialect = Literal["sqlite", "postgresql"]
+from onceflow.configuration_error import ConfigurationError
+from onceflow.sql_dialect import Dialect
+
 Params = Sequence[Any]
 
 DEFAULT_LOCK_TIMEOUT_MS = 10_000
@@ -46,10 +50,6 @@ class LockTimeout(DatabaseError):
     """A row or database lock was not granted within the lock timeout."""
 
 
-class ConfigurationError(ValueError):
-    """A pattern or runner was configured in a way that cannot work (or is unsafe)."""
-
-
 @dataclass(frozen=True, slots=True)
 class DatabaseUrl:
     dialect: Dialect
@@ -61,12 +61,12 @@ class DatabaseUrl:
             path = url[len("sqlite:///") :]
             if not path:
                 raise ConfigurationError("sqlite URL needs a path: sqlite:///path/to/file.db")
-            return cls("sqlite", path)
+            return cls(Dialect.SQLITE, path)
         if url == "sqlite://" or url == "sqlite:///:memory:":
-            return cls("sqlite", ":memory:")
+            return cls(Dialect.SQLITE, ":memory:")
         scheme, sep, rest = url.partition("://")
         if sep and scheme.split("+")[0] in ("postgresql", "postgres"):
-            return cls("postgresql", f"postgresql://{rest}")
+            return cls(Dialect.POSTGRESQL, f"postgresql://{rest}")
         raise ConfigurationError(
             f"unsupported database URL {url!r}: use sqlite:///PATH or postgresql://..."
         )
@@ -108,7 +108,7 @@ class Database:
         self.lock_timeout_ms = lock_timeout_ms
         self.statement_timeout_ms = statement_timeout_ms
         self._in_transaction = False
-        if self.dialect == "sqlite":
+        if self.dialect is Dialect.SQLITE:
             self._conn: Any = self._connect_sqlite()
         else:
             self._conn = self._connect_postgresql()
@@ -122,7 +122,7 @@ class Database:
             isolation_level=None,  # we issue BEGIN/COMMIT ourselves
             check_same_thread=False,
         )
-        conn.execute(f"PRAGMA busy_timeout = {int(self.lock_timeout_ms)}")
+        self._apply_session_settings(conn)
         if self._parsed.target != ":memory:":
             self._enable_wal(conn)
         conn.execute("PRAGMA synchronous = FULL")
@@ -154,9 +154,14 @@ class Database:
             conn = psycopg.connect(self._parsed.target, autocommit=True, connect_timeout=10)
         except psycopg.Error as error:
             raise DatabaseError(f"cannot connect to {self._redacted()}: {error}") from None
-        conn.execute(f"SET lock_timeout = {int(self.lock_timeout_ms)}")
-        conn.execute(f"SET statement_timeout = {int(self.statement_timeout_ms)}")
+        self._apply_session_settings(conn)
         return conn
+
+    def _apply_session_settings(self, conn: Any) -> None:
+        for statement in self.dialect.session_settings(
+            self.lock_timeout_ms, self.statement_timeout_ms
+        ):
+            conn.execute(statement)
 
     def _redacted(self) -> str:
         scheme, _, rest = self.url.partition("://")
@@ -178,16 +183,10 @@ class Database:
 
     # -- statements -------------------------------------------------------------------
 
-    def sql(self, statement: str) -> str:
-        """Adapt ``?`` placeholders to the driver (``%s`` for psycopg)."""
-        if self.dialect == "postgresql":
-            return statement.replace("%", "%%").replace("?", "%s")
-        return statement
-
     def _translate(self, error: Exception, statement: str) -> DatabaseError:
         text = str(error).strip()
         short = " ".join(statement.split())[:120]
-        if self.dialect == "sqlite":
+        if self.dialect is Dialect.SQLITE:
             if "locked" in text or "busy" in text:
                 return LockTimeout(f"SQLite lock not granted in {self.lock_timeout_ms} ms: {text}")
         else:
@@ -198,7 +197,7 @@ class Database:
         return DatabaseError(f"{self.dialect}: {text} [{short}]")
 
     def _errors(self) -> tuple[type[BaseException], ...]:
-        if self.dialect == "sqlite":
+        if self.dialect is Dialect.SQLITE:
             return (sqlite3.Error,)
         import psycopg
 
@@ -206,7 +205,7 @@ class Database:
 
     def execute(self, statement: str, params: Params = ()) -> Any:
         try:
-            return self._conn.execute(self.sql(statement), tuple(params))
+            return self._conn.execute(self.dialect.placeholders(statement), tuple(params))
         except self._errors() as error:
             raise self._translate(error, statement) from error
 
@@ -214,19 +213,16 @@ class Database:
         if not rows:
             return
         try:
-            if self.dialect == "sqlite":
-                self._conn.executemany(statement, rows)
-            else:
-                with self._conn.cursor() as cursor:
-                    cursor.executemany(self.sql(statement), rows)
+            with closing(self._conn.cursor()) as cursor:
+                cursor.executemany(self.dialect.placeholders(statement), rows)
         except self._errors() as error:
             raise self._translate(error, statement) from error
 
     def copy_rows(self, statement: str, rows: Iterable[Params]) -> None:
         """PostgreSQL ``COPY ... FROM STDIN`` of ``rows`` (several times faster than
         ``executemany``); inside ``transaction()`` it is part of the transaction."""
-        if self.dialect != "postgresql":
-            raise DatabaseError("COPY is only available on PostgreSQL")
+        if not self.dialect.copies_rows:
+            raise DatabaseError(f"COPY is not available on {self.dialect}")
         try:
             with self._conn.cursor() as cursor, cursor.copy(statement) as copy:
                 for row in rows:
@@ -241,9 +237,10 @@ class Database:
         in pg_type), so workers starting together serialize on an advisory lock; SQLite's
         BEGIN IMMEDIATE already does.
         """
+        lock = self.dialect.advisory_lock("?")
         with self.transaction() as tx:
-            if self.dialect == "postgresql":
-                tx.execute("SELECT pg_advisory_xact_lock(?)", (SCHEMA_LOCK_KEY,))
+            if lock is not None:
+                tx.execute(lock, (SCHEMA_LOCK_KEY,))
             for statement in statements:
                 tx.execute(statement)
 
@@ -254,8 +251,7 @@ class Database:
         """BEGIN (IMMEDIATE on SQLite) ... COMMIT, or ROLLBACK when the block raises."""
         if self._in_transaction:
             raise DatabaseError("nested transactions are not supported")
-        begin = "BEGIN IMMEDIATE" if self.dialect == "sqlite" else "BEGIN"
-        self._begin(begin)
+        self._begin(self.dialect.begin)
         self._in_transaction = True
         try:
             yield Transaction(self)
@@ -295,29 +291,11 @@ class Database:
         except Exception:  # the transaction may already be gone (connection lost)
             pass
 
-    # -- dialect helpers --------------------------------------------------------------
-
-    @property
-    def lock_clause(self) -> str:
-        """Row-lock suffix for SELECT: FOR UPDATE on PostgreSQL (SQLite: BEGIN IMMEDIATE)."""
-        return " FOR UPDATE" if self.dialect == "postgresql" else ""
-
     @property
     def autoincrement_pk(self) -> str:
-        if self.dialect == "postgresql":
-            return "BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY"
-        return "INTEGER PRIMARY KEY AUTOINCREMENT"
-
-    @property
-    def blob(self) -> str:
-        return "BYTEA" if self.dialect == "postgresql" else "BLOB"
-
-    @property
-    def now_ms(self) -> str:
-        """SQL expression for the current time in epoch milliseconds."""
-        if self.dialect == "postgresql":
-            return "(EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT"
-        return "CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER)"
+        # Read here by chaos/flows.py, which others are changing now; new code uses
+        # db.dialect.autoincrement_pk. Remove once that line reads the dialect.
+        return self.dialect.autoincrement_pk
 
 
 def connect(
@@ -325,17 +303,6 @@ def connect(
     *,
     lock_timeout_ms: int = DEFAULT_LOCK_TIMEOUT_MS,
     statement_timeout_ms: int = DEFAULT_STATEMENT_TIMEOUT_MS,
-    max_poll_interval_ms: int | None = None,
 ) -> Database:
-    """Open a database; with ``max_poll_interval_ms`` the timeouts are checked against it."""
-    if max_poll_interval_ms is not None:
-        for name, value in (
-            ("lock_timeout_ms", lock_timeout_ms),
-            ("statement_timeout_ms", statement_timeout_ms),
-        ):
-            if value >= max_poll_interval_ms:
-                raise ConfigurationError(
-                    f"{name}={value} must be below max.poll.interval.ms={max_poll_interval_ms}"
-                    " or a worker blocked on a lock is evicted from its group in a loop"
-                )
+    """Open a database (``sqlite:///PATH`` or ``postgresql://...``)."""
     return Database(url, lock_timeout_ms=lock_timeout_ms, statement_timeout_ms=statement_timeout_ms)

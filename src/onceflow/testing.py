@@ -1,16 +1,25 @@
-"""pytest plugin: a real onceflow broker in a subprocess for your tests.
+"""pytest plugin: a real onceflow broker for your tests, in the test process or as a child.
 
 Installed with onceflow and enabled automatically; it does what testcontainers'
 ``KafkaContainer`` does, without Docker or Java. Fixtures:
 
-* ``kafka_session_broker`` — one broker for the whole test session (starts in about a
-  second); ``kafka_module_broker`` — one per test module. Share them between tests by
-  giving each test its own topics: ``kafka_topic_factory``.
+* ``kafka_session_broker`` — one broker for the whole test session; ``kafka_module_broker``
+  — one per test module, with the settings a module's own ``kafka_module_broker_config``
+  fixture returns (none by default). Share them between tests by giving each test its own
+  topics: ``kafka_topic_factory``.
 * ``kafka_topic_factory`` — ``kafka_topic_factory(partitions=3)`` creates a topic with a
   unique name (from the test's name) on the session broker, or on ``broker=``, and
   returns the name.
-* ``kafka_broker`` — a fresh broker for one test (for tests that kill or reconfigure it);
-  ``kafka_broker_factory(config={"num.partitions": "3"})`` starts brokers with settings.
+* ``kafka_broker`` — a fresh broker for one test (for settings of its own, or a clean
+  restart); ``kafka_broker_factory(config={"num.partitions": "3"})`` starts brokers with
+  settings.
+* ``kafka_broker_process`` — a fresh broker as a child process, for tests that kill it
+  (SIGKILL, then ``start()`` again on the same data directory and port), signal it or give
+  it an environment of its own; ``kafka_broker_factory(..., process=True)`` likewise.
+
+All but the last are an ``InProcessBroker``: the broker on an event loop thread of the
+test process, started in milliseconds, reached over 127.0.0.1 by real clients like any
+broker. It cannot be killed (``kill()`` raises); a ``BrokerProcess`` can.
 
 Apache Kafka itself (the release ``onceflow.kafka_cluster`` pins, from Maven's jars):
 
@@ -32,9 +41,7 @@ Apache Kafka itself (the release ``onceflow.kafka_cluster`` pins, from Maven's j
 
 Every broker listens on a free port with a temporary data directory;
 ``broker.bootstrap`` is ``"127.0.0.1:PORT"``. A broker that refuses to start raises
-``BrokerStartError`` quoting its own message (e.g. an unknown setting). A
-``BrokerProcess`` can also be killed with SIGKILL and restarted on the same data
-directory and port to test crash recovery.
+``BrokerStartError`` quoting its own message (e.g. an unknown setting).
 """
 
 from __future__ import annotations
@@ -43,10 +50,11 @@ import re
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 import pytest
 
+from onceflow.broker.in_process import InProcessBroker, InProcessBrokerError
 from onceflow.broker.process import BrokerProcess, temporary_broker
 
 if TYPE_CHECKING:
@@ -57,11 +65,15 @@ __all__ = [
     "APACHE_KAFKA_GROUP",
     "BrokerProcess",
     "BrokerStartError",
+    "InProcessBroker",
+    "PluginBroker",
     "apache_kafka_cluster",
     "apache_kafka_topic_factory",
     "kafka_broker",
     "kafka_broker_factory",
+    "kafka_broker_process",
     "kafka_module_broker",
+    "kafka_module_broker_config",
     "kafka_session_broker",
     "kafka_topic_factory",
     "prove",
@@ -80,12 +92,22 @@ def prove(mode: str = "runner", **options: object) -> Proof:
     return run_proof(ProofOptions(mode=mode, **options))  # type: ignore[arg-type]
 
 
+# What the broker fixtures give: in the test process, or a child process to kill.
+PluginBroker = InProcessBroker | BrokerProcess
+B = TypeVar("B", InProcessBroker, BrokerProcess)
+
+
 class BrokerStartError(RuntimeError):
-    """The broker process exited or never said it was ready."""
+    """The broker refused to start, exited or never said it was ready."""
 
 
-def start_broker(broker: BrokerProcess, timeout: float = 30.0) -> BrokerProcess:
+def start_broker(broker: B, timeout: float = 30.0) -> B:
     """``broker.start()``, failing with the broker's own last error line."""
+    if isinstance(broker, InProcessBroker):
+        try:
+            return broker.start(timeout)
+        except InProcessBrokerError as error:
+            raise BrokerStartError(f"broker did not start: {error}") from None
     log = broker.log_path
     offset = log.stat().st_size if log.exists() else 0
     try:
@@ -115,20 +137,31 @@ def unique_name(hint: str = "topic") -> str:
     return f"{cleaned}-{uuid.uuid4().hex[:8]}"
 
 
-def _shared_broker(factory: pytest.TempPathFactory, name: str) -> Iterator[BrokerProcess]:
-    broker = start_broker(BrokerProcess(factory.mktemp(name) / "data"))
+def _shared_broker(
+    factory: pytest.TempPathFactory, name: str, config: dict[str, str] | None = None
+) -> Iterator[InProcessBroker]:
+    broker = start_broker(InProcessBroker(factory.mktemp(name) / "data", config=config))
     yield broker
     broker.stop()
 
 
 @pytest.fixture(scope="session")
-def kafka_session_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
+def kafka_session_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[InProcessBroker]:
     yield from _shared_broker(tmp_path_factory, "kafka-session")
 
 
 @pytest.fixture(scope="module")
-def kafka_module_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
-    yield from _shared_broker(tmp_path_factory, "kafka-module")
+def kafka_module_broker_config() -> dict[str, str]:
+    """The settings of ``kafka_module_broker``: none; a module overrides this fixture
+    (same name, module scope) to give its broker settings of its own."""
+    return {}
+
+
+@pytest.fixture(scope="module")
+def kafka_module_broker(
+    tmp_path_factory: pytest.TempPathFactory, kafka_module_broker_config: dict[str, str]
+) -> Iterator[InProcessBroker]:
+    yield from _shared_broker(tmp_path_factory, "kafka-module", kafka_module_broker_config)
 
 
 @pytest.fixture
@@ -136,7 +169,7 @@ def kafka_topic_factory(request: pytest.FixtureRequest) -> Callable[..., str]:
     def create(
         partitions: int = 1,
         config: dict[str, str] | None = None,
-        broker: BrokerProcess | None = None,
+        broker: PluginBroker | None = None,
         name: str | None = None,
     ) -> str:
         from confluent_kafka.admin import AdminClient, NewTopic
@@ -152,11 +185,24 @@ def kafka_topic_factory(request: pytest.FixtureRequest) -> Callable[..., str]:
 
 
 @pytest.fixture
-def kafka_broker_factory(tmp_path: Path) -> Iterator[Callable[..., BrokerProcess]]:
-    brokers: list[BrokerProcess] = []
+def kafka_broker_factory(tmp_path: Path) -> Iterator[Callable[..., PluginBroker]]:
+    """``start(config=None, name="broker", process=False, **options)``: a broker in this
+    process, or with ``process=True`` a ``BrokerProcess`` (``options`` are its ``env``,
+    ``args``, ...), stopped when the test ends."""
+    brokers: list[PluginBroker] = []
 
-    def start(config: dict[str, str] | None = None, name: str = "broker") -> BrokerProcess:
-        broker = BrokerProcess(tmp_path / f"{name}{len(brokers)}", config=config)
+    def start(
+        config: dict[str, str] | None = None,
+        name: str = "broker",
+        process: bool = False,
+        **options: object,
+    ) -> PluginBroker:
+        data_dir = tmp_path / f"{name}{len(brokers)}"
+        broker: PluginBroker
+        if process:
+            broker = BrokerProcess(data_dir, config=config, **options)  # type: ignore[arg-type]
+        else:
+            broker = InProcessBroker(data_dir, config=config, **options)  # type: ignore[arg-type]
         brokers.append(broker)
         return start_broker(broker)
 
@@ -166,8 +212,13 @@ def kafka_broker_factory(tmp_path: Path) -> Iterator[Callable[..., BrokerProcess
 
 
 @pytest.fixture
-def kafka_broker(kafka_broker_factory: Callable[..., BrokerProcess]) -> BrokerProcess:
+def kafka_broker(kafka_broker_factory: Callable[..., InProcessBroker]) -> InProcessBroker:
     return kafka_broker_factory()
+
+
+@pytest.fixture
+def kafka_broker_process(kafka_broker_factory: Callable[..., BrokerProcess]) -> BrokerProcess:
+    return kafka_broker_factory(process=True)
 
 
 # --------------------------------------------------------------------------- Apache Kafka

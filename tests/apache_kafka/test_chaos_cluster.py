@@ -16,8 +16,8 @@ import os
 
 import pytest
 
-from onceflow.verify.chaos.harness import Engine, run_matrix
-from onceflow.verify.chaos.scenarios import APACHE_KAFKA, DUPLICATED, OK, select
+from onceflow.chaos.harness import Engine, run_matrix
+from onceflow.chaos.scenarios import APACHE_KAFKA, DUPLICATED, OK, select
 from tests.postgres import postgres_server  # noqa: F401  (fixture)
 
 STRESS = os.environ.get("ONCEFLOW_STRESS") == "1"

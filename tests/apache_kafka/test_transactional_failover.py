@@ -26,14 +26,20 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
+from onceflow.faults.actions import FaultActions
+from onceflow.faults.failover import committed_count, node_victims
+from onceflow.faults.process import ProcessGroup
+from onceflow.faults.progress import Counter
+from onceflow.faults.results import Limits, RunResult
+from onceflow.faults.run import FaultRun
+from onceflow.faults.schedule import GROUP_COORDINATOR, LEADER, PROGRESS, TXN_COORDINATOR, Fault
 from onceflow.kafka_cluster import KafkaCluster
-from onceflow.verify.chaos.failover import Supervisor, committed_count, victim_node, wait_until
-from tests.integration.engines import PARTITIONS, Engine, cluster_engine
 from tests.integration.patterns_harness import ROOT, audit_topic, produce_events
+from tests.kit.engines import PARTITIONS, Engine, cluster_engine
 
 STRESS = os.environ.get("ONCEFLOW_STRESS") == "1"
 ROUNDS = int(os.environ.get("ONCEFLOW_FAILOVER_ROUNDS", "3" if STRESS else "1"))
-VICTIMS = ("leader", "transaction_coordinator", "group_coordinator") if STRESS else ("leader",)
+VICTIMS = (LEADER, TXN_COORDINATOR, GROUP_COORDINATOR) if STRESS else (LEADER,)
 COPIER_RECORDS = 6000
 RUNNER_EVENTS = 3000
 DOWN_SECONDS = 4.0  # how long the killed node stays down before heal()
@@ -43,28 +49,33 @@ def committed(engine: Engine) -> int | None:
     return committed_count(engine.bootstrap, engine.group, engine.input, PARTITIONS)
 
 
-def supervisor(command: list[str], log_path: Path, engine: Engine) -> Supervisor:
-    return Supervisor(command, log_path, lambda: committed(engine), cwd=ROOT)
+def run_with_a_node_kill(
+    cluster: KafkaCluster, engine: Engine, victim: str, total: int, command: list[str],
+    log_path: Path,
+) -> RunResult:  # fmt: skip
+    """Run ``command`` supervised by the fault engine (restarted when it exits with an
+    error or its group's committed offsets stop moving) to its clean exit; once a fifth of
+    the input is committed, SIGKILL the victim's node and heal it DOWN_SECONDS later."""
+
+    def start(_worker: int, _life: int, arming: dict[str, str]) -> ProcessGroup:
+        return ProcessGroup(command, log_path, env={**os.environ, **arming}, cwd=ROOT)
+
+    victims = node_victims(cluster, topic=engine.output, group=engine.group,
+                           transactional_id=engine.txn_id)  # fmt: skip
+    actions = FaultActions(cluster=cluster, node_down_s=DOWN_SECONDS, victim=victims)
+    run = FaultRun(start, (Fault(PROGRESS, total // 5, victim),), log_path.parent, until="exit",
+                   actions=actions, progress=Counter(lambda: committed(engine)),
+                   limits=Limits(stall_s=45, timeout_s=240), supervised=True)  # fmt: skip
+    result = run.run()
+    (landing,) = result.landings
+    assert landing.landed, landing.note
+    assert landing.outputs < total, "the run ended before the kill: slow it down"
+    return result
 
 
-def kill_in_the_middle(
-    cluster: KafkaCluster,
-    engine: Engine,
-    victim: str,
-    txn_id: str,
-    total: int,
-) -> int:
-    """Once a fifth of the input is committed, SIGKILL the victim's node; heal it
-    DOWN_SECONDS later; the node killed."""
-    wait_until(lambda: (committed(engine) or 0) >= total // 5, 120, "a fifth committed")
-    node = victim_node(cluster, victim, topic=engine.output, group=engine.group,
-                       transactional_id=txn_id)  # fmt: skip
-    progress = committed(engine) or 0
-    cluster.kill(node)
-    time.sleep(DOWN_SECONDS)
-    cluster.heal()
-    assert progress < total, "the run ended before the kill: slow it down"
-    return node
+def summary(result: RunResult) -> str:
+    return (f"{result.landings[0].note}; {result.restarts} error exits and {result.stalls} "
+            "stalls restarted")  # fmt: skip
 
 
 def read_committed_values(engine: Engine, topic: str, expected: int) -> dict[int, list[bytes]]:
@@ -121,24 +132,18 @@ def test_transactional_copier_survives_a_node_kill(
 
     command = [sys.executable, "-m", "tests.integration.copier", engine.bootstrap, engine.input,
                engine.output, engine.group, engine.txn_id, "classic", "0.15"]  # fmt: skip
-    copier = supervisor(command, tmp_path / "copier.log", engine)
-    try:
-        node = kill_in_the_middle(cluster, engine, victim, engine.txn_id, COPIER_RECORDS)
-        copier.finish(240)
-    finally:
-        copier.kill()
+    result = run_with_a_node_kill(cluster, engine, victim, COPIER_RECORDS, command,
+                                  tmp_path / "copier.log")  # fmt: skip
     cluster.wait_in_sync(engine.output, timeout=60)
 
     output = read_committed_values(engine, engine.output, COPIER_RECORDS)
     for partition in range(PARTITIONS):
         got, want = output.get(partition, []), expected[partition]
         assert got == want, (
-            f"partition {partition} after killing node {node} ({victim}): {len(got)} records "
-            f"out for {len(want)} in, {len(got) - len(set(got))} duplicates; "
-            f"copier {copier.summary()}"
+            f"partition {partition} after {summary(result)}: {len(got)} records out for "
+            f"{len(want)} in, {len(got) - len(set(got))} duplicates"
         )
-    print(f"copier {victim}: node {node} killed, {COPIER_RECORDS} records, "
-          f"copier {copier.summary()}")  # fmt: skip
+    print(f"copier {victim}: {COPIER_RECORDS} records, {summary(result)}")
 
 
 @pytest.mark.parametrize("round_", range(ROUNDS))
@@ -151,19 +156,11 @@ def test_runner_kafka_transactions_survives_a_node_kill(
     command = [sys.executable, "-m", "tests.integration.pattern_worker", "kafka_txn",
                engine.bootstrap, "-", *engine.worker_args(), "--idle-exit", "4",
                "--batch-size", "50", "--slow-ms", "3"]  # fmt: skip
-    worker = supervisor(command, tmp_path / "worker.log", engine)
-    try:
-        node = kill_in_the_middle(cluster, engine, victim, engine.txn_id, RUNNER_EVENTS)
-        worker.finish(240)
-    finally:
-        worker.kill()
+    result = run_with_a_node_kill(cluster, engine, victim, RUNNER_EVENTS, command,
+                                  tmp_path / "worker.log")  # fmt: skip
     cluster.wait_in_sync(engine.output, timeout=60)
 
     report, _ = audit_topic(engine)
     assert report.input.events == RUNNER_EVENTS
-    assert report.ok, (
-        f"after killing node {node} ({victim}): {report.counts} e.g. {report.anomalies[:5]}; "
-        f"worker {worker.summary()}"
-    )
-    print(f"runner {victim}: node {node} killed, {RUNNER_EVENTS} events, "
-          f"worker {worker.summary()}")  # fmt: skip
+    assert report.ok, f"after {summary(result)}: {report.counts} e.g. {report.anomalies[:5]}"
+    print(f"runner {victim}: {RUNNER_EVENTS} events, {summary(result)}")

@@ -4,18 +4,17 @@ worker runs them all and starts them once)."""
 
 from __future__ import annotations
 
-import datetime
 import time
 from collections.abc import Iterator
 
 import pytest
 from kio.schema.api_versions.v3.request import ApiVersionsRequest
 from kio.schema.find_coordinator.v4.request import FindCoordinatorRequest
-from kio.schema.init_producer_id.v4.request import InitProducerIdRequest
 
 from onceflow.protocol.client import WireClient
-from onceflow.testing import BrokerProcess, start_broker
+from onceflow.testing import InProcessBroker, start_broker
 from tests.differential.driver import Pair
+from tests.kit.wire import request_producer_id
 
 # The settings both brokers get, by Kafka's names: one partition per internal topic (so
 # every group and transactional id has the same coordinator partition), no initial
@@ -40,7 +39,7 @@ def pair(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pair]:
 
     config = {k: v for k, v in SHARED.items() if k != "broker.id"}
     cluster = KafkaCluster(1, directory=tmp_path_factory.mktemp("diff-kafka"), config=config)
-    broker = BrokerProcess(tmp_path_factory.mktemp("diff-onceflow") / "data", config=SHARED)
+    broker = InProcessBroker(tmp_path_factory.mktemp("diff-onceflow") / "data", config=SHARED)
     try:
         try:
             cluster.start()
@@ -80,13 +79,7 @@ def _warm_up(bootstrap: str) -> dict[int, tuple[int, int]]:
                 assert time.monotonic() < deadline, response
                 time.sleep(0.1)
         while True:
-            response = client.request(
-                InitProducerIdRequest,
-                transactional_id=None,
-                transaction_timeout=datetime.timedelta(seconds=60),
-                producer_id=-1,
-                producer_epoch=-1,
-            )
+            response = request_producer_id(client)
             if response.error_code == 0:
                 break
             assert time.monotonic() < deadline, response

@@ -11,21 +11,17 @@ that broker answered before; record batches are ``records.Batch`` values.
 
 from __future__ import annotations
 
-import io
-import itertools
 import re
-import socket
 import struct
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from kio.schema.request_header.v1.header import RequestHeader as RequestHeaderV1
-from kio.schema.request_header.v2.header import RequestHeader as RequestHeaderV2
-from kio.serial import entity_reader, entity_writer
+from kio.serial import entity_reader
 
 from onceflow.admin.transaction_wire import DescribeTransactionsResponse
+from onceflow.protocol.client import WireClient
 from onceflow.protocol.codec import api_name, response_class
 from tests.differential.build import make_request
 from tests.differential.normalise import Normaliser
@@ -94,37 +90,22 @@ class Difference:
 
 
 class Connection:
+    """One client's connection, requests pipelined: ``send`` now, ``receive`` in order."""
+
     def __init__(self, bootstrap: str, client_id: str) -> None:
-        host, port = bootstrap.rsplit(":", 1)
-        self.sock = socket.create_connection((host, int(port)), timeout=ANSWER_SECONDS)
-        self.client_id = client_id
-        self.correlation = itertools.count(1)
+        self.client = WireClient(bootstrap, ANSWER_SECONDS, client_id=client_id)
         self.pending: list[tuple[int, int, int]] = []  # (api, version, correlation id)
 
     def send(self, request: Any, header_version: int | None = None) -> None:
         cls = type(request)
-        correlation = next(self.correlation)
-        header_cls = RequestHeaderV2 if cls.__flexible__ else RequestHeaderV1
-        buffer = io.BytesIO()
         version = cls.__version__ if header_version is None else header_version
-        entity_writer(header_cls)(
-            buffer,
-            header_cls(
-                request_api_key=cls.__api_key__,
-                request_api_version=version,
-                correlation_id=correlation,
-                client_id=self.client_id,
-            ),
-        )
-        entity_writer(cls)(buffer, request)
-        payload = buffer.getvalue()
-        self.sock.sendall(struct.pack(">i", len(payload)) + payload)
+        correlation = self.client.send(request, header_version)
         self.pending.append((cls.__api_key__, version, correlation))
 
     def receive(self) -> Any:
         api, version, correlation = self.pending.pop(0)
         try:
-            frame = self._frame()
+            frame = self.client.read_frame()
         except TimeoutError:
             return NO_ANSWER
         except (ConnectionError, OSError):
@@ -148,21 +129,8 @@ class Connection:
             return response
         return failure
 
-    def _frame(self) -> bytes:
-        size = struct.unpack(">i", self._exactly(4))[0]
-        return self._exactly(size)
-
-    def _exactly(self, size: int) -> bytes:
-        data = b""
-        while len(data) < size:
-            chunk = self.sock.recv(size - len(data))
-            if not chunk:
-                raise ConnectionError("closed")
-            data += chunk
-        return data
-
     def close(self) -> None:
-        self.sock.close()
+        self.client.close()
 
 
 class Side:

@@ -1,7 +1,7 @@
 """The one normalisation applied to both brokers' responses before they are compared.
 
 A response becomes plain data (dicts, lists, ints, strings, bytes; record sets decoded
-into batches, ``records.decode_batches``); then, and only then:
+into batches, ``tests.kit.batches.decode_batches``); then, and only then:
 
 1. throttle times and every error message (``error_message``,
    ``batch_index_error_message``) are dropped: texts are not protocol;
@@ -33,7 +33,7 @@ import datetime
 import uuid
 from typing import Any
 
-from tests.differential.records import decode_batches
+from tests.kit.batches import decode_batches
 
 DROPPED = {"throttle_time_ms", "throttle_time", "error_message", "batch_index_error_message"}
 HOSTS = {

@@ -437,6 +437,29 @@ def add_offsets(client: str, transactional_id: str, group: str, epoch_offset: in
     )
 
 
+def _committed(
+    offsets: dict[str, list[tuple[int, int]]], metadata: str, **fields: Any
+) -> list[dict[str, Any]]:
+    """The topics of OffsetCommit and TxnOffsetCommit: each (partition, offset) with no
+    leader epoch, this metadata and any other ``fields``."""
+    return [
+        {
+            "name": t,
+            "partitions": [
+                {
+                    "partition_index": p,
+                    "committed_offset": o,
+                    "committed_leader_epoch": -1,
+                    "committed_metadata": metadata,
+                    **fields,
+                }
+                for p, o in parts
+            ],
+        }
+        for t, parts in offsets.items()
+    ]
+
+
 def txn_offset_commit(
     client: str,
     transactional_id: str,
@@ -458,21 +481,7 @@ def txn_offset_commit(
             "generation_id": generation_id,
             "member_id": member_id,
             "group_instance_id": None,
-            "topics": [
-                {
-                    "name": t,
-                    "partitions": [
-                        {
-                            "partition_index": p,
-                            "committed_offset": o,
-                            "committed_leader_epoch": -1,
-                            "committed_metadata": "",
-                        }
-                        for p, o in parts
-                    ],
-                }
-                for t, parts in offsets.items()
-            ],
+            "topics": _committed(offsets, ""),
         },
         version,
     )
@@ -665,22 +674,7 @@ def offset_commit(
             "member_id": member(client) if member_id is None else member_id,
             "group_instance_id": None,
             "retention_time": -1,
-            "topics": [
-                {
-                    "name": t,
-                    "partitions": [
-                        {
-                            "partition_index": p,
-                            "committed_offset": o,
-                            "committed_leader_epoch": -1,
-                            "committed_metadata": "m",
-                            "commit_timestamp": -1,
-                        }
-                        for p, o in parts
-                    ],
-                }
-                for t, parts in offsets.items()
-            ],
+            "topics": _committed(offsets, "m", commit_timestamp=-1),
         },
         version,
         label=label or f"commit {client}",

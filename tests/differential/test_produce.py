@@ -6,8 +6,9 @@ import pytest
 
 from tests.differential import steps as s
 from tests.differential.driver import Step
-from tests.differential.records import BASE_TIME_MS, Batch, encode_batch
+from tests.differential.records import BASE_TIME_MS, Batch
 from tests.differential.scenario import Scenario, check, expecting, scenarios
+from tests.kit.batches import record_batch
 
 pytestmark = pytest.mark.xdist_group("differential")
 
@@ -30,7 +31,7 @@ class RawBatch:
         self.damage = damage
 
     def resolve_on(self, side) -> bytes:
-        data = bytearray(encode_batch([b"x", b"y"]))
+        data = bytearray(record_batch([b"x", b"y"], timestamp_ms=BASE_TIME_MS, timestamp_step_ms=1))
         if self.damage == "crc":
             data[-1] ^= 0xFF
         elif self.damage == "magic":
@@ -48,6 +49,17 @@ def produce_raw(damage: str) -> Step:
     step = s.produce(P, T, None, label=f"damaged batch: {damage}")
     step.body["topic_data"][0]["partition_data"][0]["records"] = RawBatch(damage)
     return step
+
+
+def produce_to_partitions(*partition_data: dict) -> Step:
+    """One Produce request (acks=all) to T carrying ``partition_data`` as given: several
+    partitions, one partition twice, raw records."""
+    body = {
+        "acks": -1,
+        "timeout": 5000,
+        "topic_data": [{"name": T, "partition_data": [*partition_data]}],
+    }
+    return Step(P, 0, body)
 
 
 SCENARIOS = scenarios(
@@ -90,15 +102,7 @@ SCENARIOS = scenarios(
         "produce empty records",
         [
             s.topic(T),
-            Step(
-                P,
-                0,
-                {
-                    "acks": -1,
-                    "timeout": 5000,
-                    "topic_data": [{"name": T, "partition_data": [{"index": 0, "records": b""}]}],
-                },
-            ),
+            produce_to_partitions({"index": 0, "records": b""}),
             *s.offsets_view(C, T),
         ],
     ),
@@ -124,21 +128,8 @@ SCENARIOS = scenarios(
         "produce several partitions in one request",
         [
             s.topic(T, 3),
-            Step(
-                P,
-                0,
-                {
-                    "acks": -1,
-                    "timeout": 5000,
-                    "topic_data": [
-                        {
-                            "name": T,
-                            "partition_data": [
-                                {"index": i, "records": s.batch(b"v%d" % i)} for i in (0, 2, 5)
-                            ],
-                        }
-                    ],
-                },
+            produce_to_partitions(
+                *({"index": i, "records": s.batch(b"v%d" % i)} for i in (0, 2, 5))
             ),
             s.list_offsets(C, T, partition=2),
         ],
@@ -147,22 +138,8 @@ SCENARIOS = scenarios(
         "produce one partition twice in one request",
         [
             s.topic(T),
-            Step(
-                P,
-                0,
-                {
-                    "acks": -1,
-                    "timeout": 5000,
-                    "topic_data": [
-                        {
-                            "name": T,
-                            "partition_data": [
-                                {"index": 0, "records": s.batch(b"a")},
-                                {"index": 0, "records": s.batch(b"b")},
-                            ],
-                        }
-                    ],
-                },
+            produce_to_partitions(
+                {"index": 0, "records": s.batch(b"a")}, {"index": 0, "records": s.batch(b"b")}
             ),
             *s.offsets_view(C, T),
         ],

@@ -4,7 +4,6 @@ trip, the broker's resident memory, and one produce/consume round trip."""
 from __future__ import annotations
 
 import contextlib
-import io
 import os
 import resource
 import socket
@@ -17,9 +16,8 @@ from pathlib import Path
 
 from confluent_kafka import Consumer, Producer, TopicPartition
 from kio.schema.api_versions.v0.request import ApiVersionsRequest
-from kio.schema.request_header.v1.header import RequestHeader
-from kio.serial import entity_writer
-from kio.static.primitive import i16, i32
+
+from tests.kit.wire import encode, framed
 
 
 def rss_kib(pid: int) -> int:
@@ -74,18 +72,25 @@ def open_idle(
     return sockets
 
 
-def api_versions_frame(correlation_id: int) -> bytes:
-    buffer = io.BytesIO()
-    header = RequestHeader(
-        request_api_key=i16(18),
-        request_api_version=i16(0),
-        correlation_id=i32(correlation_id),
-        client_id="connection-test",
-    )
-    entity_writer(RequestHeader)(buffer, header)
-    entity_writer(ApiVersionsRequest)(buffer, ApiVersionsRequest())
-    body = buffer.getvalue()
-    return struct.pack(">i", len(body)) + body
+def idle_burst(
+    pid: int,
+    address: str,
+    count: int,
+    handshake: ssl.SSLContext | None = None,
+    while_open: Callable[[], object] | None = None,
+) -> tuple[int, int]:
+    """The broker's RSS (KiB) with ``count`` idle connections open (once it has accepted
+    them all; then ``while_open`` runs), and after they close (once it has closed them)."""
+    sockets_before = open_sockets(pid)
+    sockets = open_idle(address, count, handshake)
+    wait_for_open_sockets(pid, lambda open_now: open_now >= sockets_before + count)
+    during = rss_kib(pid)
+    if while_open is not None:
+        while_open()
+    for sock in sockets:
+        sock.close()
+    wait_for_open_sockets(pid, lambda open_now: open_now <= sockets_before)
+    return during, rss_kib(pid)
 
 
 def answers_api_versions(sock: socket.socket, timeout: float = 10.0) -> bool:
@@ -93,7 +98,7 @@ def answers_api_versions(sock: socket.socket, timeout: float = 10.0) -> bool:
     connection or said nothing within ``timeout``."""
     sock.settimeout(timeout)
     try:
-        sock.sendall(api_versions_frame(7))
+        sock.sendall(framed(encode(ApiVersionsRequest(), 7, "connection-test")))
         size = _receive(sock, 4)
         response = _receive(sock, struct.unpack(">i", size)[0]) if size else None
     except (TimeoutError, ConnectionError):

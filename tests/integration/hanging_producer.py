@@ -24,7 +24,8 @@ from kio.schema.produce.v9.request import PartitionProduceData, ProduceRequest, 
 from kio.static.primitive import i8, i16, i32
 
 from onceflow.protocol.client import WireClient
-from tests.integration.wire import metadata, record_batch
+from tests.kit.batches import record_batch
+from tests.kit.wire import metadata
 
 TRANSACTION_COORDINATOR = 1  # FindCoordinator key type
 

@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 
-from onceflow.kafka_cluster.spawn import forget, popen
+from onceflow.children import forget, popen
 
 JAVA_SOURCES = Path(__file__).resolve().parents[1] / "java"
 JVM_OPTIONS = ["-Xmx192m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Xss512k"]

@@ -9,8 +9,6 @@ from __future__ import annotations
 import json
 import os
 import random
-import signal
-import subprocess
 import sys
 import time
 from collections.abc import Callable
@@ -21,12 +19,16 @@ from typing import TypeVar
 
 from confluent_kafka import KafkaException, Producer
 
+from onceflow.faults.process import ProcessGroup
+from onceflow.faults.results import Limits, RunError
+from onceflow.faults.run import FaultRun
+from onceflow.faults.schedule import TIME, Fault, Schedule
 from onceflow.verify.audit import InputEvent, first_copies
 from onceflow.verify.extract import Extractor
 from onceflow.verify.report import AuditReport
 from onceflow.verify.run import run_verify
 from onceflow.verify.sources import read_input, read_output_topic
-from tests.integration.engines import PARTITIONS, Engine
+from tests.kit.engines import PARTITIONS, Engine
 
 ROOT = Path(__file__).resolve().parents[2]
 KEYS = 24
@@ -63,11 +65,19 @@ class KillLog:
     external_kills: int = 0
 
 
-def _start(command: list[str], env: dict[str, str], log_path: Path) -> subprocess.Popen:
-    with open(log_path, "a") as log:
-        return subprocess.Popen(
-            command, cwd=ROOT, stdout=log, stderr=log, env={**os.environ, **env}
-        )
+def kill_schedule(
+    steps: tuple[str, ...], kills: int, seed: int, max_count: int, external_every: int
+) -> Schedule:
+    """``kills`` faults, one per life: a random step's N-th occurrence, every
+    ``external_every``-th a SIGKILL from outside 1 to 3.5 s into the life instead."""
+    rng = random.Random(seed)
+    schedule = []
+    for attempt in range(kills):
+        if external_every and attempt % external_every == external_every - 1:
+            schedule.append(Fault(TIME, round(rng.uniform(1.0, 3.5) * 1000)))
+        else:
+            schedule.append(Fault(rng.choice(steps), rng.randint(1, max_count)))
+    return tuple(schedule)
 
 
 def run_with_kills(
@@ -82,46 +92,28 @@ def run_with_kills(
     timeout: float = 120.0,
     before_each: Callable[[int], None] | None = None,
 ) -> KillLog:
-    """Run ``command`` ``kills`` times armed at a random step (ONCEFLOW_CRASH_AT), every
-    ``external_every``-th run SIGKILLed from outside at a random moment instead; then run
-    it unarmed until it exits 0 (idle). ``before_each(run)`` is called before every run
-    (0 .. kills), e.g. to produce the next wave of events so each run has work."""
-    rng = random.Random(seed)
-    result = KillLog()
-    for attempt in range(kills):
-        if before_each is not None:
-            before_each(attempt)
-        env = {}
-        external = external_every and attempt % external_every == external_every - 1
-        if not external:
-            point = f"{rng.choice(steps)}:{rng.randint(1, max_count)}"
-            env["ONCEFLOW_CRASH_AT"] = point
-        process = _start(command, env, log_path)
-        if external:
-            time.sleep(rng.uniform(1.0, 3.5))
-            if process.poll() is None:
-                process.send_signal(signal.SIGKILL)
-        try:
-            code = process.wait(timeout)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            raise AssertionError(f"worker hung; see {log_path}") from None
-        if code == -signal.SIGKILL:
-            result.kills += 1
-            result.external_kills += bool(external)
-            result.crash_points.append(env.get("ONCEFLOW_CRASH_AT", "external"))
-        elif code != 0:
-            raise AssertionError(f"worker failed with {code}; see {log_path}")
-    if before_each is not None:
-        before_each(kills)
-    final = _start(command, {}, log_path)
+    """Run ``command`` with the fault engine through ``kills`` lives, each armed at a random
+    step (ONCEFLOW_CRASH_AT) or, every ``external_every``-th, SIGKILLed from outside at a
+    random moment; then unarmed until it exits 0 (idle). A life that exits 0 before its
+    kill lands is not counted. ``before_each(run)`` is called before every life (0 ..
+    kills), e.g. to produce the next wave of events so each life has work."""
+
+    def start(_worker: int, _life: int, arming: dict[str, str]) -> ProcessGroup:
+        return ProcessGroup(command, log_path, env={**os.environ, **arming}, cwd=ROOT)
+
+    schedule = kill_schedule(steps, kills, seed, max_count, external_every)
+    run = FaultRun(
+        start, schedule, log_path.parent, until="exit", restart_crashed=False,
+        limits=Limits(timeout_s=timeout * (kills + 1)),
+        before_life=(lambda _worker, life: before_each(life - 1)) if before_each else None,
+    )  # fmt: skip
     try:
-        code = final.wait(timeout)
-    except subprocess.TimeoutExpired:
-        final.kill()
-        raise AssertionError(f"final worker hung; see {log_path}") from None
-    assert code == 0, f"final worker exited {code}; see {log_path}"
-    return result
+        result = run.run()
+    except RunError as error:
+        raise AssertionError(f"{error}; see {log_path}") from None
+    landed = result.landed
+    return KillLog(len(landed), [str(f) if f.trigger != TIME else "external" for f in landed],
+                   sum(f.trigger == TIME for f in landed))  # fmt: skip
 
 
 def produce_in_waves(engine: Engine, total: int, runs: int) -> Callable[[int], None]:

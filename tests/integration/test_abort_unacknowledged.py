@@ -16,10 +16,10 @@ import threading
 import time
 
 import pytest
-from confluent_kafka import Consumer, TopicPartition
 
 from onceflow.patterns.transactional import KafkaTransaction
 from onceflow.testing import unique_name
+from tests.kit.clients import consume
 
 PRODUCE = 0
 RECORDS = 10
@@ -92,24 +92,11 @@ class ProduceResponseCutter:
         self.listener.close()
 
 
-def read_committed(bootstrap: str, topic: str) -> list[bytes]:
-    consumer = Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": unique_name("reader"),
-            "isolation.level": "read_committed",
-            "enable.auto.commit": False,
-        }
+def read_committed(bootstrap: str, topic: str) -> list[bytes | None]:
+    messages = consume(
+        bootstrap, topic, RECORDS, partitions=[0], isolation="read_committed", timeout=10
     )
-    consumer.assign([TopicPartition(topic, 0, 0)])
-    values: list[bytes] = []
-    deadline = time.monotonic() + 10
-    try:
-        while time.monotonic() < deadline and len(values) < RECORDS:
-            values += [m.value() for m in consumer.consume(100, 0.5) if m.error() is None]
-    finally:
-        consumer.close()
-    return values
+    return [message.value() for message in messages]
 
 
 @pytest.mark.parametrize("cut", ["before_abort", "during_abort"])

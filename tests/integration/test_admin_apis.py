@@ -22,7 +22,7 @@ from kafka.errors import (
 )
 from kafka.structs import TopicPartitionReplica
 
-from onceflow.testing import BrokerProcess
+from onceflow.testing import PluginBroker
 
 TOPIC = "admin-apis"
 
@@ -31,16 +31,14 @@ pytestmark = pytest.mark.xdist_group("admin-apis")
 
 
 @pytest.fixture(scope="module")
-def broker(tmp_path_factory) -> Iterator[BrokerProcess]:
-    process = BrokerProcess(tmp_path_factory.mktemp("admin-apis") / "data").start()
-    admin = AdminClient({"bootstrap.servers": process.bootstrap})
+def broker(kafka_module_broker: PluginBroker) -> PluginBroker:
+    admin = AdminClient({"bootstrap.servers": kafka_module_broker.bootstrap})
     admin.create_topics([NewTopic(TOPIC, 2, 1)])[TOPIC].result(10)
-    yield process
-    process.stop()
+    return kafka_module_broker
 
 
 @pytest.fixture(scope="module")
-def admin(broker: BrokerProcess) -> Iterator[KafkaAdminClient]:
+def admin(broker: PluginBroker) -> Iterator[KafkaAdminClient]:
     client = KafkaAdminClient(bootstrap_servers=broker.bootstrap)
     yield client
     client.close()

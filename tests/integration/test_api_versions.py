@@ -13,26 +13,23 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
-import io
 import struct
 import typing
 import uuid
 from typing import Any
 
 import pytest
-from kio.schema.request_header.v1.header import RequestHeader as RequestHeaderV1
-from kio.schema.request_header.v2.header import RequestHeader as RequestHeaderV2
-from kio.serial import entity_reader, entity_writer
-from kio.static.primitive import i16, i32
+from kio.serial import entity_reader
 
 from onceflow.admin.transaction_wire import DescribeTransactionsResponse
 from onceflow.broker.apis import supported_apis
 from onceflow.protocol.client import WireClient
 from onceflow.protocol.codec import api_name, request_class, response_class
-from onceflow.testing import BrokerProcess
-from tests.integration.wire import create_topic, produce, record_batch
+from onceflow.testing import PluginBroker
 from tests.kafka_39_apis import KAFKA_39_VERSIONS, REMOVED_NOT_SERVED
 from tests.kio_hints import field_hints, nested_entity, without_none
+from tests.kit.batches import record_batch
+from tests.kit.wire import create_topic, encode, framed, produce
 
 TOPIC = "versions"  # also every other name a request needs: group, member, transactional id
 CORRELATION_ID = 0x5EED
@@ -115,13 +112,11 @@ FILTERS = {
 
 
 @pytest.fixture(scope="module")
-def broker(tmp_path_factory):
-    process = BrokerProcess(tmp_path_factory.mktemp("api-versions") / "data").start()
-    with WireClient(process.bootstrap) as client:
+def broker(kafka_module_broker: PluginBroker) -> PluginBroker:
+    with WireClient(kafka_module_broker.bootstrap) as client:
         assert create_topic(client, TOPIC, 1)[0] == 0
         assert produce(client, TOPIC, 0, record_batch([b"v"]))[0] == 0
-    yield process
-    process.stop()
+    return kafka_module_broker
 
 
 @pytest.fixture(scope="module")
@@ -182,22 +177,8 @@ def _scalar(name: str, kafka_type: str | None, topic_id: uuid.UUID) -> Any:
     return 0
 
 
-def encode(request: Any) -> bytes:
-    cls = type(request)
-    header_cls = RequestHeaderV2 if cls.__flexible__ else RequestHeaderV1
-    buffer = io.BytesIO()
-    entity_writer(header_cls)(
-        buffer,
-        header_cls(
-            request_api_key=i16(cls.__api_key__),
-            request_api_version=i16(cls.__version__),
-            correlation_id=i32(CORRELATION_ID),
-            client_id="versions-test",
-        ),
-    )
-    entity_writer(cls)(buffer, request)
-    payload = buffer.getvalue()
-    return struct.pack(">i", len(payload)) + payload
+def request_frame(request: Any) -> bytes:
+    return framed(encode(request, CORRELATION_ID, "versions-test"))
 
 
 # Kafka answers DescribeTransactions' start time -1 when no transaction is open, which
@@ -242,7 +223,7 @@ def holds_entries(value: Any) -> bool:
 def test_every_served_version_gets_a_full_answer(broker, topic_id, api_key, version) -> None:
     request = minimal(request_class(api_key, version), api_key, topic_id)
     with WireClient(broker.bootstrap) as client:
-        client.send_raw(encode(request))
+        client.send_raw(request_frame(request))
         response = decode(api_key, version, client.read_frame())
     top_level_error = getattr(response, "error_code", 0)
     if holds_entries(request) and api_key not in FILTERS:
@@ -273,7 +254,7 @@ def test_an_api_kafka_39_serves_and_onceflow_does_not_closes_the_connection(
         version += 1  # kio models only the versions Kafka 4.x still has
     request = minimal(request_class(api_key, version), api_key, topic_id)
     with WireClient(broker.bootstrap, timeout=5) as client:
-        client.send_raw(encode(request))
+        client.send_raw(request_frame(request))
         assert closed(client)
 
 
@@ -283,7 +264,7 @@ def test_a_version_above_the_advertised_range_closes_the_connection(
 ) -> None:
     version = SERVED[api_key][1] + 1
     cls = request_class(api_key, version) or request_class(api_key, SERVED[api_key][1])
-    frame = bytearray(encode(minimal(cls, api_key, topic_id)))
+    frame = bytearray(request_frame(minimal(cls, api_key, topic_id)))
     struct.pack_into(">h", frame, 6, version)  # the header's api version
     with WireClient(broker.bootstrap, timeout=5) as client:
         client.send_raw(bytes(frame))

@@ -5,7 +5,6 @@ was connected all along, and the data stored before is intact."""
 from __future__ import annotations
 
 import datetime
-import io
 import socket
 import struct
 import time
@@ -14,39 +13,30 @@ import pytest
 from kio.schema.api_versions.v0.response import ApiVersionsResponse as ApiVersionsResponseV0
 from kio.schema.errors import ErrorCode
 from kio.schema.produce.v9.request import PartitionProduceData, ProduceRequest, TopicProduceData
-from kio.schema.request_header.v2.header import RequestHeader
-from kio.serial import entity_reader, entity_writer
+from kio.serial import entity_reader
 from kio.static.primitive import i16, i32
 
 from onceflow.protocol.client import WireClient
-from onceflow.testing import BrokerProcess
-from tests.integration.wire import (
-    CRC_START,
-    create_topic,
-    fetch,
-    fetch_values,
-    list_offset,
-    metadata,
-    produce,
-    record_batch,
-)
+from onceflow.testing import PluginBroker
+from tests.kit.batches import CRC_START, record_batch
+from tests.kit.wire import create_topic, fetch, fetch_values, list_offset, metadata, produce
 
 TOPIC = "precious"
 STORED = [f"record-{n}".encode() for n in range(20)]
 
 
 @pytest.fixture(scope="module")
-def broker(tmp_path_factory):
-    process = BrokerProcess(
-        tmp_path_factory.mktemp("bad-input") / "data",
-        config={"socket.request.max.bytes": str(1 << 20), "max.message.bytes": "10000"},
-    ).start()
-    with WireClient(process.bootstrap) as client:
+def kafka_module_broker_config() -> dict[str, str]:
+    return {"socket.request.max.bytes": str(1 << 20), "max.message.bytes": "10000"}
+
+
+@pytest.fixture(scope="module")
+def broker(kafka_module_broker: PluginBroker) -> PluginBroker:
+    with WireClient(kafka_module_broker.bootstrap) as client:
         assert create_topic(client, TOPIC, 2)[0] == 0
         for value in STORED:
             assert produce(client, TOPIC, 0, record_batch([value]))[0] == 0
-    yield process
-    process.stop()
+    return kafka_module_broker
 
 
 @pytest.fixture(scope="module")
@@ -63,10 +53,10 @@ def still_serving(broker, witness):
     assert [v for _, v in fetch_values(witness, TOPIC)] == STORED
     with WireClient(broker.bootstrap) as fresh:
         assert produce(fresh, TOPIC, 1, record_batch([b"still-alive"]))[0] == 0
-    assert broker.process.poll() is None
+    assert broker.running  # its loop thread lives on
 
 
-def raw(broker: BrokerProcess) -> socket.socket:
+def raw(broker: PluginBroker) -> socket.socket:
     host, port = broker.bootstrap.rsplit(":", 1)
     return socket.create_connection((host, int(port)), timeout=10)
 
@@ -307,20 +297,8 @@ def test_acks_zero_gets_no_response_and_pipelining_keeps_order(broker, witness):
                 ),
             ),
         )
-        buffer = io.BytesIO()
-        entity_writer(RequestHeader)(
-            buffer,
-            RequestHeader(
-                request_api_key=i16(0),
-                request_api_version=i16(9),
-                correlation_id=i32(100),
-                client_id="acks0",
-            ),
-        )
-        entity_writer(ProduceRequest)(buffer, request)
-        payload = buffer.getvalue()
-        client.send_raw(struct.pack(">i", len(payload)) + payload)
-        assert list_offset(client, TOPIC, 1, -1)[0] == 0  # correlation id 101 matches
+        assert client.send(request) == 101
+        assert list_offset(client, TOPIC, 1, -1)[0] == 0  # correlation id 102 matches
     deadline = time.monotonic() + 5
     while list_offset(witness, TOPIC, 1, -1)[1] != before + 1 and time.monotonic() < deadline:
         time.sleep(0.01)

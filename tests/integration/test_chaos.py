@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from onceflow.verify.chaos.scenarios import SCENARIOS, select
+from onceflow.chaos.scenarios import SCENARIOS, select
 from tests.postgres import postgres_server  # noqa: F401  (fixture)
 
 ROOT = Path(__file__).resolve().parents[2]

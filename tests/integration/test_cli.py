@@ -10,11 +10,13 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import socket
 import subprocess
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
@@ -24,6 +26,9 @@ from confluent_kafka.admin import AdminClient
 from onceflow.cli import main
 from onceflow.kafka_cluster.ports import free_port
 from onceflow.testing import unique_name
+from tests.integration.console_script import assert_one_line_error
+from tests.integration.console_script import onceflow as console_script
+from tests.kit.clients import produce
 
 LONG = "x" * 60  # longer than any column a narrow terminal could give it
 CLI_ENV = {**os.environ, "COLUMNS": "40", "PYTHONUNBUFFERED": "1"}
@@ -52,12 +57,10 @@ def as_json(*args: str):
     return json.loads(result.stdout)
 
 
-def produce(bootstrap: str, topic: str, count: int, partition: int | None = None) -> None:
-    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
-    for n in range(count):
-        extra = {} if partition is None else {"partition": partition}
-        producer.produce(topic, key=f"k{n % 3}", value=json.dumps({"id": n}), **extra)
-    assert producer.flush(10) == 0
+def produce_json(bootstrap: str, topic: str, count: int, partition: int | None = None) -> None:
+    """``count`` JSON records {"id": n}, keyed k0, k1, k2 in turn."""
+    values = [json.dumps({"id": n}) for n in range(count)]
+    produce(bootstrap, topic, values, partition=partition, keys=[f"k{n % 3}" for n in range(count)])
 
 
 def commit(bootstrap: str, group: str, offsets: dict[tuple[str, int], int], **conf) -> None:
@@ -84,6 +87,7 @@ class Scene:
     live_group: str  # one member holding the topic
     transactional_id: str  # an open (live, not hanging) transaction on txn_topic
     txn_topic: str
+    data_dir: Path  # the module broker's
 
 
 @pytest.fixture(scope="module")
@@ -97,7 +101,7 @@ def scene(kafka_module_broker):
     for name, partitions in ((topic, 3), (txn_topic, 1)):
         admin.create_topics([NewTopic(name, partitions, 1)])[name].result(10)
     for partition in range(3):
-        produce(bootstrap, topic, 10, partition)
+        produce_json(bootstrap, topic, 10, partition)
     group = unique_name(f"group-{LONG}")
     commit(bootstrap, group, {(topic, p): 3 for p in range(3)})
     live_group = unique_name("live")
@@ -110,12 +114,29 @@ def scene(kafka_module_broker):
     while not member.assignment() and time.monotonic() < deadline:
         member.poll(0.1)
     transactional_id = unique_name(f"txn-{LONG}")
-    producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": transactional_id})
+    # Open for the whole module: a timeout (librdkafka's default is 60 s) would let the
+    # coordinator abort it, and fence this producer, while the module's tests still run.
+    producer = Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            "transactional.id": transactional_id,
+            "transaction.timeout.ms": 900_000,
+        }
+    )
     producer.init_transactions(10)
     producer.begin_transaction()
     producer.produce(txn_topic, b"pending")
     producer.flush(10)
-    yield Scene(bootstrap, topic, group, client_id, live_group, transactional_id, txn_topic)
+    yield Scene(
+        bootstrap,
+        topic,
+        group,
+        client_id,
+        live_group,
+        transactional_id,
+        txn_topic,
+        kafka_module_broker.data_dir,
+    )
     producer.abort_transaction(10)
     member.close()
 
@@ -187,11 +208,11 @@ def test_json_output_parses_back(scene):
     groups = {g["group"]: g for g in as_json("groups", "list", *b)}
     assert groups[scene.group] == {
         "group": scene.group,
-        "type": "classic",
+        "type": "simple",
         "state": "Empty",
         "members": 0,
         "assignor": "",
-        "kind": "simple",
+        "internal": False,
     }
     assert groups[scene.live_group]["state"] == "Stable"
     live = as_json("groups", "describe", scene.live_group, *b)
@@ -344,23 +365,23 @@ def test_delete_a_group(scene):
     assert busy.exit_code == 1 and "NON_EMPTY_GROUP" in busy.stderr
 
 
-def test_abort_a_hanging_transaction_unblocks_read_committed(kafka_broker):
+def test_abort_a_hanging_transaction_unblocks_read_committed(kafka_broker_process):
     """A transaction whose coordinator state is lost hangs; find-hanging and abort end it."""
-    bootstrap = kafka_broker.bootstrap
+    bootstrap = kafka_broker_process.bootstrap
     admin = AdminClient({"bootstrap.servers": bootstrap})
     from confluent_kafka.admin import NewTopic
 
     admin.create_topics([NewTopic("stuck", 1, 1)])["stuck"].result(10)
-    produce(bootstrap, "stuck", 1)
+    produce_json(bootstrap, "stuck", 1)
     producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": "lost"})
     producer.init_transactions(10)
     producer.begin_transaction()
     producer.produce("stuck", b"in the lost transaction")
     producer.flush(10)
-    produce(bootstrap, "stuck", 1)  # behind the open transaction: invisible to read_committed
-    kafka_broker.kill()
-    shutil.rmtree(kafka_broker.data_dir / "__transaction_state-0")
-    kafka_broker.start()
+    produce_json(bootstrap, "stuck", 1)  # behind the open transaction: invisible to read_committed
+    kafka_broker_process.kill()
+    shutil.rmtree(kafka_broker_process.data_dir / "__transaction_state-0")
+    kafka_broker_process.start()
 
     def read_committed() -> list[bytes]:
         consumer = Consumer(
@@ -392,3 +413,22 @@ def test_abort_a_hanging_transaction_unblocks_read_committed(kafka_broker):
         == []
     )
     del producer
+
+
+# --------------------------------------------------------------------------- broker
+
+
+def test_a_broker_that_cannot_start_says_error_like_every_command(tmp_path, scene):
+    """A taken port and a data directory another broker holds: one 'error:' line, exit 1."""
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        on_taken_port = console_script(
+            "broker", "--data-dir", str(tmp_path / "data"), "--port", str(port), timeout=60
+        )
+    held = scene.data_dir  # the module's broker runs on it
+    on_held_data = console_script("broker", "--data-dir", str(held), "--port", "0", timeout=60)
+    for result in (on_taken_port, on_held_data):
+        line = assert_one_line_error(result, 1)
+        assert line.startswith("error: cannot start broker: ") and "in use" in line, line

@@ -17,12 +17,13 @@ import textwrap
 
 import pytest
 from click.testing import CliRunner
-from confluent_kafka import Consumer, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka import Consumer, TopicPartition
 
 from onceflow.cli import main
 from onceflow.kafka_cluster.ports import free_port
 from onceflow.testing import unique_name
+from tests.integration.console_script import onceflow
+from tests.kit.clients import new_topic, produce
 
 
 def invoke(*args: str, env: dict[str, str] | None = None):
@@ -34,15 +35,12 @@ def bootstrap(kafka_module_broker) -> str:
     return kafka_module_broker.bootstrap
 
 
-def make_topic(bootstrap: str, prefix: str, records: int = 0, partitions: int = 1) -> str:
-    name = unique_name(prefix)
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    admin.create_topics([NewTopic(name, partitions, 1)])[name].result(10)
+def topic_with_records(bootstrap: str, prefix: str, records: int = 0, partitions: int = 1) -> str:
+    """A topic of its own, holding ``records`` JSON records on partition 0."""
+    name = new_topic(bootstrap, prefix, partitions)
     if records:
-        producer = Producer({"bootstrap.servers": bootstrap})
-        for n in range(records):
-            producer.produce(name, key=f"k{n}", value=json.dumps({"id": n}), partition=0)
-        assert producer.flush(10) == 0
+        values = [json.dumps({"id": n}) for n in range(records)]
+        produce(bootstrap, name, values, partition=0, keys=[f"k{n}" for n in range(records)])
     return name
 
 
@@ -67,7 +65,7 @@ def test_reset_offsets_all_topics_of_an_unknown_group_is_exit_1(bootstrap):
 
 def test_reset_offsets_of_a_new_group_by_topic_is_still_allowed(bootstrap):
     """Kafka lets --topic give a group that never committed its first offsets."""
-    topic = make_topic(bootstrap, "fresh", records=3)
+    topic = topic_with_records(bootstrap, "fresh", records=3)
     result = invoke(
         "groups", "reset-offsets", unique_name("new"), "--topic", topic, "--to-latest",
         "--bootstrap", bootstrap, "--json",
@@ -77,7 +75,7 @@ def test_reset_offsets_of_a_new_group_by_topic_is_still_allowed(bootstrap):
 
 
 def test_reset_offsets_past_the_log_says_it_was_clamped(bootstrap):
-    topic = make_topic(bootstrap, "clamp", records=5)
+    topic = topic_with_records(bootstrap, "clamp", records=5)
     group = unique_name("clamp")
     commit(bootstrap, group, topic, 2)
     b = ("--bootstrap", bootstrap)
@@ -99,7 +97,7 @@ def test_reset_offsets_past_the_log_says_it_was_clamped(bootstrap):
 def test_groups_list_shows_the_protocol_type(bootstrap):
     """classic (JoinGroup) and consumer (KIP-848) groups, as kafka-consumer-groups --list
     --type shows them, and --type filters."""
-    topic = make_topic(bootstrap, "types")
+    topic = topic_with_records(bootstrap, "types")
     members = {}
     for protocol in ("classic", "consumer"):
         group = unique_name(protocol)
@@ -128,11 +126,52 @@ def test_groups_list_shows_the_protocol_type(bootstrap):
             member.close()
 
 
+def test_groups_list_hides_onceflows_internal_groups_and_has_one_type_column(bootstrap, tmp_path):
+    """topics migrate leaves the onceflow-topics-lock group behind: listed only with
+    --internal. One type column: classic, consumer (KIP-848) or simple (offsets only)."""
+    topic = unique_name("lock")
+    spec = tmp_path / "topics.yaml"
+    spec.write_text(f"topics:\n  {topic}:\n    partitions: 1\n    replication_factor: 1\n")
+    migrated = onceflow("topics", "migrate", "--file", str(spec), "--bootstrap", bootstrap)
+    assert migrated.returncode == 0, migrated.stderr
+    simple = unique_name("simple")
+    commit(bootstrap, simple, topic, 0)
+
+    def listed(*options: str) -> dict[str, dict]:
+        result = onceflow("groups", "list", "--bootstrap", bootstrap, "--json", *options)
+        assert result.returncode == 0, result.stderr
+        return {row["group"]: row for row in json.loads(result.stdout)}
+
+    assert "onceflow-topics-lock" not in listed()
+    assert listed()[simple] == {
+        "group": simple,
+        "type": "simple",
+        "state": "Empty",
+        "members": 0,
+        "assignor": "",
+        "internal": False,
+    }
+    internal = listed("--internal")["onceflow-topics-lock"]
+    assert (internal["type"], internal["internal"]) == ("classic", True)
+    assert simple in listed("--type", "classic")  # Kafka lists simple groups as Classic
+    assert simple not in listed("--type", "consumer")
+    table = onceflow("groups", "list", "--bootstrap", bootstrap)
+    assert table.returncode == 0, table.stderr
+    header = table.stdout.splitlines()[1].split()
+    assert [word for word in header if word.isalpha()] == [
+        "group", "type", "state", "members", "assignor"
+    ], table.stdout  # fmt: skip
+    assert "onceflow-topics-lock" not in table.stdout
+    assert (
+        "onceflow-topics-lock" in onceflow("groups", "list", "--internal", "-b", bootstrap).stdout
+    )
+
+
 # ------------------------------------------------------------------------ verify
 
 
 def test_verify_of_an_unknown_input_topic_is_exit_1(bootstrap):
-    output = make_topic(bootstrap, "out")
+    output = topic_with_records(bootstrap, "out")
     result = invoke(
         "verify", "--input", "nosuch-input", "--output-topic", output, "--id-field", "id",
         "--bootstrap", bootstrap, "--timeout", "10",
@@ -142,8 +181,8 @@ def test_verify_of_an_unknown_input_topic_is_exit_1(bootstrap):
 
 
 def test_verify_with_a_mistyped_id_field_is_one_error(bootstrap):
-    source = make_topic(bootstrap, "in", records=41)
-    output = make_topic(bootstrap, "out", records=41)
+    source = topic_with_records(bootstrap, "in", records=41)
+    output = topic_with_records(bootstrap, "out", records=41)
     result = invoke(
         "verify", "--input", source, "--output-topic", output, "--id-field", "idd",
         "--bootstrap", bootstrap, "--timeout", "10",
@@ -186,7 +225,7 @@ KILLED_PRODUCER = textwrap.dedent(
 def test_find_hanging_says_why_a_killed_producers_transaction_is_not_listed(bootstrap):
     """SIGKILL leaves the transaction open; its coordinator still knows it, so it is not
     hanging (Kafka's definition), and find-hanging says when the coordinator aborts it."""
-    topic = make_topic(bootstrap, "killed")
+    topic = topic_with_records(bootstrap, "killed")
     transactional_id = unique_name("killed")
     process = subprocess.Popen(
         [sys.executable, "-c", KILLED_PRODUCER, bootstrap, topic, transactional_id],

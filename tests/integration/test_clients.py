@@ -18,7 +18,6 @@ from pathlib import Path
 
 import pytest
 from confluent_kafka import (
-    OFFSET_BEGINNING,
     Consumer,
     KafkaError,
     KafkaException,
@@ -35,34 +34,21 @@ from confluent_kafka.admin import (
     OffsetSpec,
 )
 
-from onceflow.testing import BrokerProcess
+from onceflow.testing import PluginBroker
+from tests.kit.clients import consume, create_topic
 
 TIMEOUT = 15
-
-
-@pytest.fixture(scope="module")
-def broker(tmp_path_factory) -> BrokerProcess:
-    process = BrokerProcess(tmp_path_factory.mktemp("clients") / "data").start()
-    yield process
-    process.stop()
 
 
 def unique(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4().hex[:8]}"
 
 
-def admin_for(broker: BrokerProcess) -> AdminClient:
+def admin_for(broker: PluginBroker) -> AdminClient:
     return AdminClient({"bootstrap.servers": broker.bootstrap})
 
 
-def create_topic(broker: BrokerProcess, name: str, partitions: int, **config: str) -> None:
-    admin = admin_for(broker)  # keep a reference: the futures die with their client
-    futures = admin.create_topics([NewTopic(name, partitions, 1, config=config)])
-    for future in futures.values():
-        future.result(TIMEOUT)
-
-
-def idempotent_producer(broker: BrokerProcess, **extra) -> Producer:
+def idempotent_producer(broker: PluginBroker, **extra) -> Producer:
     return Producer(
         {
             "bootstrap.servers": broker.bootstrap,
@@ -74,26 +60,15 @@ def idempotent_producer(broker: BrokerProcess, **extra) -> Producer:
     )
 
 
-def consume_assigned(
-    broker: BrokerProcess, topic: str, partitions: int, expected: int, **extra
-) -> list:
-    consumer = Consumer(
-        {
-            "bootstrap.servers": broker.bootstrap,
-            "group.id": unique("assign"),
-            "enable.auto.commit": False,
-            **extra,
-        }
+def consume_assigned(broker: PluginBroker, topic: str, partitions: int, expected: int) -> list:
+    return consume(
+        broker.bootstrap,
+        topic,
+        expected,
+        partitions=range(partitions),
+        timeout=TIMEOUT,
+        strict=True,
     )
-    consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
-    messages = []
-    deadline = time.monotonic() + TIMEOUT
-    while len(messages) < expected and time.monotonic() < deadline:
-        for message in consumer.consume(1000, 0.2):
-            assert message.error() is None, message.error()
-            messages.append(message)
-    consumer.close()
-    return messages
 
 
 def assert_partition_order(records: list[tuple[int, int, bytes, bytes]]) -> None:
@@ -116,7 +91,7 @@ def assert_partition_order(records: list[tuple[int, int, bytes, bytes]]) -> None
 
 def test_confluent_idempotent_producer_and_assign_consumer(broker):
     topic = unique("orders")
-    create_topic(broker, topic, 3)
+    create_topic(broker.bootstrap, topic, 3)
     producer = idempotent_producer(broker)
     reports = []
 
@@ -146,7 +121,7 @@ def test_confluent_idempotent_producer_and_assign_consumer(broker):
 
 def test_confluent_key_placement_is_stable_across_producers(broker):
     topic = unique("stable")
-    create_topic(broker, topic, 5)
+    create_topic(broker.bootstrap, topic, 5)
     keys = [f"key-{n}".encode() for n in range(40)]
     placements = []
     for _run in range(2):  # two independent producer instances ("runs")
@@ -167,7 +142,7 @@ def test_confluent_key_placement_is_stable_across_producers(broker):
 
 def test_confluent_watermarks_and_offsets_for_times(broker):
     topic = unique("times")
-    create_topic(broker, topic, 1)
+    create_topic(broker.bootstrap, topic, 1)
     producer = idempotent_producer(broker, **{"linger.ms": 0})
     base = int(time.time() * 1000) - 100_000
     for number in range(10):
@@ -302,7 +277,7 @@ def test_admin_describe_alter_and_incremental_alter_configs(broker):
 def test_admin_delete_records_and_list_offsets(broker):
     admin = admin_for(broker)
     name = unique("delrec")
-    create_topic(broker, name, 1)
+    create_topic(broker.bootstrap, name, 1)
     producer = idempotent_producer(broker, **{"linger.ms": 0})
     base = int(time.time() * 1000) - 50_000
     for number in range(10):  # one record per batch: by-timestamp lookups are exact
@@ -362,7 +337,7 @@ def test_kafka_python_produce_and_assign_consume(broker):
     from kafka import TopicPartition as KTopicPartition
 
     topic = unique("kpy")
-    create_topic(broker, topic, 3)
+    create_topic(broker.bootstrap, topic, 3)
     producer = KafkaProducer(bootstrap_servers=broker.bootstrap, acks="all", linger_ms=2)
     futures = [
         producer.send(topic, key=f"k{n % 7}".encode(), value=str(n).encode()) for n in range(600)
@@ -392,7 +367,7 @@ def test_kafka_python_aiokafka_and_librdkafka_murmur2_agree(broker):
     from kafka import KafkaProducer
 
     topic = unique("murmur")
-    create_topic(broker, topic, 6)
+    create_topic(broker.bootstrap, topic, 6)
     keys = [f"user-{n}".encode() for n in range(30)]
 
     producer = KafkaProducer(bootstrap_servers=broker.bootstrap, acks="all")
@@ -432,7 +407,7 @@ def test_aiokafka_idempotent_produce_and_assign_consume(broker):
     from aiokafka.structs import TopicPartition as ATopicPartition
 
     topic = unique("aio")
-    create_topic(broker, topic, 2)
+    create_topic(broker.bootstrap, topic, 2)
 
     async def run() -> list:
         producer = AIOKafkaProducer(
@@ -476,7 +451,7 @@ KCAT = shutil.which("kcat")
 needs_kcat = pytest.mark.skipif(KCAT is None, reason="kcat is not installed (make system-deps)")
 
 
-def kcat(broker: BrokerProcess, *args: str, stdin: str | None = None) -> str:
+def kcat(broker: PluginBroker, *args: str, stdin: str | None = None) -> str:
     result = subprocess.run(
         [KCAT, "-b", broker.bootstrap, *args],
         input=stdin,
@@ -492,7 +467,7 @@ def kcat(broker: BrokerProcess, *args: str, stdin: str | None = None) -> str:
 @needs_kcat
 def test_kcat_metadata_produce_consume(broker, tmp_path: Path):
     topic = unique("kcat")
-    create_topic(broker, topic, 2)
+    create_topic(broker.bootstrap, topic, 2)
     listing = json.loads(kcat(broker, "-L", "-J", "-t", topic))
     assert [b["id"] for b in listing["brokers"]] == [0]
     (described,) = listing["topics"]

@@ -16,12 +16,10 @@ from tests.integration.connections import (
     answers_api_versions,
     closed_by_broker,
     connect,
-    open_idle,
-    open_sockets,
+    idle_burst,
     raise_open_files_limit,
     round_trip,
     rss_kib,
-    wait_for_open_sockets,
 )
 
 IDLE_CONNECTIONS = 300
@@ -68,7 +66,7 @@ def test_idle_connections_are_cheap_and_their_memory_comes_back(tmp_path, ca, li
     try:
         time.sleep(SETTLE_SECONDS)
         before = rss_kib(broker.pid)
-        during, after = idle_burst(broker, address, context)
+        during, after = idle_burst(broker.pid, address, IDLE_CONNECTIONS, context)
         per_connection = (during - before) * 1024 / IDLE_CONNECTIONS
         assert per_connection < MAX_BYTES_PER_IDLE_CONNECTION, (
             f"{per_connection / 1024:.1f} KB per idle {listener} connection "
@@ -79,27 +77,13 @@ def test_idle_connections_are_cheap_and_their_memory_comes_back(tmp_path, ca, li
         assert (after - before) * 1024 < IDLE_CONNECTIONS * MAX_BYTES_PER_IDLE_CONNECTION, (
             f"RSS {before} KiB before, {during} KiB with, {after} KiB after the connections"
         )
-        again, _ = idle_burst(broker, address, context)
+        again, _ = idle_burst(broker.pid, address, IDLE_CONNECTIONS, context)
         assert (again - after) * 1024 < IDLE_CONNECTIONS * SECOND_BURST_BYTES_PER_CONNECTION, (
             f"a second burst grew RSS from {after} to {again} KiB"
         )
         round_trip(broker.bootstrap_for("PLAINTEXT"))
     finally:
         broker.stop()
-
-
-def idle_burst(
-    broker: BrokerProcess, address: str, context: ssl.SSLContext | None
-) -> tuple[int, int]:
-    """The broker's RSS (KiB) with IDLE_CONNECTIONS idle connections, and after they close."""
-    sockets_before = open_sockets(broker.pid)
-    sockets = open_idle(address, IDLE_CONNECTIONS, context)
-    wait_for_open_sockets(broker.pid, lambda count: count >= sockets_before + IDLE_CONNECTIONS)
-    during = rss_kib(broker.pid)
-    for sock in sockets:
-        sock.close()
-    wait_for_open_sockets(broker.pid, lambda count: count <= sockets_before)
-    return during, rss_kib(broker.pid)
 
 
 def test_a_connection_over_the_per_ip_limit_is_closed_and_others_keep_working(tmp_path, ca):

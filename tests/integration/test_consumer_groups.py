@@ -8,11 +8,10 @@ from __future__ import annotations
 import datetime
 import time
 import uuid
-from collections.abc import Iterator
 
 import pytest
-from confluent_kafka import Consumer, ConsumerGroupType, Producer
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka import Consumer, ConsumerGroupType
+from confluent_kafka.admin import AdminClient
 from kio.schema.consumer_group_heartbeat.v1.request import (
     ConsumerGroupHeartbeatRequest,
     TopicPartitions,
@@ -27,7 +26,8 @@ from kio.static.primitive import i32, i64
 
 from onceflow.protocol.client import WireClient
 from onceflow.protocol.errors import ErrorCode
-from onceflow.testing import BrokerProcess
+from onceflow.testing import PluginBroker
+from tests.kit.clients import new_topic, produce
 
 HEARTBEAT_MS = 300
 SESSION_MS = 3000
@@ -37,32 +37,16 @@ pytestmark = pytest.mark.xdist_group("consumer-groups")
 
 
 @pytest.fixture(scope="module")
-def broker(tmp_path_factory) -> Iterator[BrokerProcess]:
-    process = BrokerProcess(
-        tmp_path_factory.mktemp("consumer-groups") / "data",
-        config={
-            "group.consumer.heartbeat.interval.ms": str(HEARTBEAT_MS),
-            "group.consumer.session.timeout.ms": str(SESSION_MS),
-        },
-    ).start()
-    yield process
-    process.stop()
+def kafka_module_broker_config() -> dict[str, str]:
+    return {
+        "group.consumer.heartbeat.interval.ms": str(HEARTBEAT_MS),
+        "group.consumer.session.timeout.ms": str(SESSION_MS),
+    }
 
 
 @pytest.fixture(scope="module")
-def admin(broker: BrokerProcess) -> AdminClient:
+def admin(broker: PluginBroker) -> AdminClient:
     return AdminClient({"bootstrap.servers": broker.bootstrap, "log_level": 3})
-
-
-def new_topic(admin: AdminClient, partitions: int, records: int = 0, bootstrap: str = "") -> str:
-    name = f"kip848-{uuid.uuid4().hex[:8]}"
-    admin.create_topics([NewTopic(name, partitions, 1)])[name].result(10)
-    if records:
-        producer = Producer({"bootstrap.servers": bootstrap})
-        for number in range(records):
-            producer.produce(name, value=str(number).encode(), partition=number % partitions)
-        assert producer.flush(10) == 0
-    return name
 
 
 def consumer(bootstrap: str, group: str, **extra: object) -> Consumer:
@@ -98,7 +82,8 @@ def owned(each: Consumer) -> list[tuple[str, int]]:
 
 
 def test_two_consumers_share_the_partitions_evenly(broker, admin) -> None:
-    topic = new_topic(admin, 4, records=40, bootstrap=broker.bootstrap)
+    topic = new_topic(broker.bootstrap, "kip848", 4)
+    produce(broker.bootstrap, topic, [str(n) for n in range(40)], partitions=4)
     group = f"uniform-{uuid.uuid4().hex[:6]}"
     first = consumer(broker.bootstrap, group, **{"enable.auto.commit": False})
     first.subscribe([topic])
@@ -126,7 +111,7 @@ def test_two_consumers_share_the_partitions_evenly(broker, admin) -> None:
 
 
 def test_range_assignor_keeps_topics_co_partitioned(broker, admin) -> None:
-    left, right = new_topic(admin, 3), new_topic(admin, 3)
+    left, right = new_topic(broker.bootstrap, "kip848", 3), new_topic(broker.bootstrap, "kip848", 3)
     group = f"range-{uuid.uuid4().hex[:6]}"
     members = [
         consumer(broker.bootstrap, group, **{"group.remote.assignor": "range"}) for _ in range(2)
@@ -145,7 +130,7 @@ def test_range_assignor_keeps_topics_co_partitioned(broker, admin) -> None:
 
 
 def test_a_silent_member_is_removed_after_the_session_timeout(broker, admin) -> None:
-    topic = new_topic(admin, 2)
+    topic = new_topic(broker.bootstrap, "kip848", 2)
     group = f"silent-{uuid.uuid4().hex[:6]}"
     with WireClient(broker.bootstrap) as client:
         member = Member(client, group, [topic])
@@ -204,7 +189,7 @@ class Member:
 
 
 def test_partitions_move_only_after_their_owner_revokes_them(broker, admin) -> None:
-    topic = new_topic(admin, 4)
+    topic = new_topic(broker.bootstrap, "kip848", 4)
     group = f"revoke-{uuid.uuid4().hex[:6]}"
     with WireClient(broker.bootstrap) as one, WireClient(broker.bootstrap) as two:
         first, second = Member(one, group, [topic]), Member(two, group, [topic])
@@ -260,7 +245,7 @@ def test_partitions_move_only_after_their_owner_revokes_them(broker, admin) -> N
 
 
 def test_classic_and_consumer_members_stay_apart(broker, admin) -> None:
-    topic = new_topic(admin, 1)
+    topic = new_topic(broker.bootstrap, "kip848", 1)
     group = f"mixed-{uuid.uuid4().hex[:6]}"
     with WireClient(broker.bootstrap) as client:
         assert Member(client, group, [topic]).join().error_code == ErrorCode.none
@@ -290,7 +275,7 @@ def test_classic_and_consumer_members_stay_apart(broker, admin) -> None:
 
 
 def test_a_static_member_gets_its_partitions_back(broker, admin) -> None:
-    topic = new_topic(admin, 4)
+    topic = new_topic(broker.bootstrap, "kip848", 4)
     group = f"static-{uuid.uuid4().hex[:6]}"
     with WireClient(broker.bootstrap) as one, WireClient(broker.bootstrap) as two:
         first = Member(one, group, [topic], instance="instance-a")

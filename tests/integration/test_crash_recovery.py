@@ -13,37 +13,20 @@ import time
 from pathlib import Path
 
 import pytest
-from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka import Producer
 
 from onceflow.log.batch import HEADER_SIZE, iter_headers
 from onceflow.testing import BrokerProcess
+from tests.kit.clients import consume, create_topic
+from tests.kit.wait import wait_until
 
 TIMEOUT = 30
 PARTITIONS = 3
 
 
-def create_topic(bootstrap: str, name: str, partitions: int, **config: str) -> None:
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    for future in admin.create_topics([NewTopic(name, partitions, 1, config=config)]).values():
-        future.result(TIMEOUT)
-
-
 def read_all(bootstrap: str, topic: str, partitions: int, expected: int) -> list:
-    consumer = Consumer(
-        {"bootstrap.servers": bootstrap, "group.id": "audit", "enable.auto.commit": False}
-    )
-    consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
-    messages = []
-    deadline = time.monotonic() + TIMEOUT
-    while len(messages) < expected and time.monotonic() < deadline:
-        for message in consumer.consume(1000, 0.2):
-            assert message.error() is None, message.error()
-            messages.append(message)
-    # Nothing beyond what we expect shows up either.
-    messages += [m for m in consumer.consume(1000, 0.3) if m.error() is None]
-    consumer.close()
-    return messages
+    """The ``expected`` records, and any beyond them that show up within 0.3 s."""
+    return consume(bootstrap, topic, expected, partitions=range(partitions), idle=0.3, strict=True)
 
 
 class ProducerLoop(threading.Thread):
@@ -101,14 +84,6 @@ class ProducerLoop(threading.Thread):
             return len(self.acked)
 
 
-def wait_for(condition, timeout: float = TIMEOUT, message: str = "condition") -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {message}")
-        time.sleep(0.01)
-
-
 def test_sigkill_during_acks_all_stream_loses_no_acknowledged_record(tmp_path):
     broker = BrokerProcess(tmp_path / "data").start()
     try:
@@ -118,13 +93,17 @@ def test_sigkill_during_acks_all_stream_loses_no_acknowledged_record(tmp_path):
         acked_before_kill = []
         for _kill in range(3):
             target = loop.acked_count() + 400
-            wait_for(lambda target=target: loop.acked_count() >= target, message="acks")
+            wait_until(
+                lambda target=target: loop.acked_count() >= target, TIMEOUT, 0.01, what="acks"
+            )
             acked_before_kill.append(loop.acked_count())
             broker.kill()  # in the middle of the stream: requests are in flight
             time.sleep(0.1)
             broker.start()
         target = loop.acked_count() + 200
-        wait_for(lambda: loop.acked_count() >= target, message="acks after the last restart")
+        wait_until(
+            lambda: loop.acked_count() >= target, TIMEOUT, 0.01, what="acks after the last restart"
+        )
         loop.stop.set()
         loop.join(TIMEOUT + 5)
         assert not loop.is_alive()

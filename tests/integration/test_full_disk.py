@@ -16,7 +16,8 @@ from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from onceflow.protocol.client import WireClient
 from onceflow.protocol.errors import ErrorCode
 from onceflow.testing import BrokerProcess
-from tests.integration.wire import create_topic, fetch_values, produce, record_batch
+from tests.kit.batches import record_batch
+from tests.kit.wire import create_topic, fetch_values, produce
 
 pytestmark = pytest.mark.xdist_group("full-disk")
 

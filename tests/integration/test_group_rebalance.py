@@ -22,13 +22,9 @@ import pytest
 from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
-from tests.integration.group_helpers import (
-    assignments,
-    create_topic,
-    describe_group,
-    produce,
-    wait_until,
-)
+from tests.integration.group_helpers import assignments, describe_group, numbered
+from tests.kit.clients import create_topic, produce
+from tests.kit.wait import wait_until
 
 TOPIC = "work"
 PARTITIONS = 6
@@ -147,7 +143,7 @@ def test_three_members_leave_and_crash_without_losing_records(
     group = f"workers-{strategy}"
     create_topic(bootstrap, TOPIC, PARTITIONS)
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    produced = produce(bootstrap, TOPIC, 120, PARTITIONS)
+    produced = set(produce(bootstrap, TOPIC, numbered(120), partitions=PARTITIONS))
     members = [
         Member(bootstrap, group, strategy, tmp_path / f"{name}.jsonl", name)
         for name in ("a", "b", "c")
@@ -156,22 +152,22 @@ def test_three_members_leave_and_crash_without_losing_records(
     try:
         view = wait_until(lambda: stable_view(admin, group, {"a", "b", "c"}), timeout=60)
         assert all(len(tps) == 2 for tps in view.values()), view
-        produced |= produce(bootstrap, TOPIC, 120, PARTITIONS, start=120)
+        produced |= set(produce(bootstrap, TOPIC, numbered(120, 120), partitions=PARTITIONS))
         wait_until(lambda: produced <= processed(members), timeout=60)
 
         # a leaves cleanly: b and c take over its partitions
-        produced |= produce(bootstrap, TOPIC, 120, PARTITIONS, start=240)
+        produced |= set(produce(bootstrap, TOPIC, numbered(120, 240), partitions=PARTITIONS))
         a.leave()
         view = wait_until(lambda: stable_view(admin, group, {"b", "c"}), timeout=60)
         assert all(len(tps) == 3 for tps in view.values()), view
-        produced |= produce(bootstrap, TOPIC, 120, PARTITIONS, start=360)
+        produced |= set(produce(bootstrap, TOPIC, numbered(120, 360), partitions=PARTITIONS))
         wait_until(lambda: produced <= processed(members), timeout=60)
 
         # b crashes: only its session timeout tells the coordinator
-        produced |= produce(bootstrap, TOPIC, 120, PARTITIONS, start=480)
+        produced |= set(produce(bootstrap, TOPIC, numbered(120, 480), partitions=PARTITIONS))
         b.kill()
         view = wait_until(lambda: stable_view(admin, group, {"c"}), timeout=60)
-        produced |= produce(bootstrap, TOPIC, 120, PARTITIONS, start=600)
+        produced |= set(produce(bootstrap, TOPIC, numbered(120, 600), partitions=PARTITIONS))
         wait_until(lambda: produced <= processed(members), timeout=60)
         assert len(view["c"]) == PARTITIONS
 

@@ -46,13 +46,9 @@ from kio.schema.sync_group.v5.request import SyncGroupRequest, SyncGroupRequestA
 from onceflow.cli import main
 from onceflow.protocol.client import WireClient
 from onceflow.protocol.errors import ErrorCode
-from tests.integration.group_helpers import (
-    assignments,
-    create_topic,
-    describe_group,
-    produce,
-    wait_until,
-)
+from tests.integration.group_helpers import assignments, describe_group, numbered
+from tests.kit.clients import create_topic, produce
+from tests.kit.wait import wait_until
 
 FAST_GROUPS = {"group.min.session.timeout.ms": "1000"}
 
@@ -105,7 +101,7 @@ def committed(c: Consumer, topic: str, partitions: int) -> list[int]:
 def test_subscribe_poll_commit_and_consumer_controls(kafka_broker) -> None:
     bootstrap = kafka_broker.bootstrap
     create_topic(bootstrap, "controls", 2)
-    produce(bootstrap, "controls", 20, 2)
+    produce(bootstrap, "controls", numbered(20), partitions=2)
     c = consumer(bootstrap, "controls-group")
     c.subscribe(["controls"])
     records = poll_records(c, 20)
@@ -132,7 +128,9 @@ def test_subscribe_poll_commit_and_consumer_controls(kafka_broker) -> None:
 
     def partition_1_delivers() -> bool:
         nonlocal produced
-        produce(bootstrap, "controls", 2, 2, start=produced)  # one record per partition
+        produce(
+            bootstrap, "controls", numbered(2, produced), partitions=2
+        )  # one record per partition
         produced += 2
         seen.extend((m.partition(), m.offset()) for m in drain(c))
         return any(partition == 1 for partition, _ in seen)
@@ -143,7 +141,7 @@ def test_subscribe_poll_commit_and_consumer_controls(kafka_broker) -> None:
     assert sorted(offset for partition, offset in seen if partition == 0) == list(range(10, end))
     # pause and resume
     c.pause([TopicPartition("controls", 0)])
-    produce(bootstrap, "controls", 4, 2, start=produced)
+    produce(bootstrap, "controls", numbered(4, produced), partitions=2)
     assert {(m.partition(), m.offset()) for m in poll_records(c, 2)} == {(1, end), (1, end + 1)}
     assert c.poll(0.5) is None  # partition 0 stays paused
     c.resume([TopicPartition("controls", 0)])
@@ -156,7 +154,7 @@ def test_subscribe_poll_commit_and_consumer_controls(kafka_broker) -> None:
 def test_commit_async_with_metadata_and_auto_commit(kafka_broker) -> None:
     bootstrap = kafka_broker.bootstrap
     create_topic(bootstrap, "auto", 3)
-    produce(bootstrap, "auto", 30, 3)
+    produce(bootstrap, "auto", numbered(30), partitions=3)
     reports = []
     c = consumer(
         bootstrap,
@@ -194,7 +192,7 @@ def test_admin_client_group_apis(kafka_broker) -> None:
     bootstrap = kafka_broker.bootstrap
     admin = AdminClient({"bootstrap.servers": bootstrap})
     create_topic(bootstrap, "admin-topic", 2)
-    produce(bootstrap, "admin-topic", 10, 2)
+    produce(bootstrap, "admin-topic", numbered(10), partitions=2)
     active = consumer(bootstrap, "active-group", **{"client.id": "the-member"})
     active.subscribe(["admin-topic"])
     poll_records(active, 10)
@@ -316,10 +314,10 @@ def test_offset_fetch_batched_form_and_offset_delete_over_the_wire(kafka_broker)
     assert admin.list_consumer_group_offsets(request)["g1"].result(10).topic_partitions == []
 
 
-def test_committed_offsets_survive_broker_sigkill(kafka_broker) -> None:
-    bootstrap = kafka_broker.bootstrap
+def test_committed_offsets_survive_broker_sigkill(kafka_broker_process) -> None:
+    bootstrap = kafka_broker_process.bootstrap
     create_topic(bootstrap, "durable", 3)
-    produce(bootstrap, "durable", 30, 3)
+    produce(bootstrap, "durable", numbered(30), partitions=3)
     c = consumer(bootstrap, "durable-group")
     c.subscribe(["durable"])
     poll_records(c, 30)
@@ -332,7 +330,7 @@ def test_committed_offsets_survive_broker_sigkill(kafka_broker) -> None:
         asynchronous=False,
     )
     c.close()
-    kafka_broker.restart()  # SIGKILL: no clean shutdown
+    kafka_broker_process.restart()  # SIGKILL: no clean shutdown
     resumed = consumer(bootstrap, "durable-group")
     tps = resumed.committed([TopicPartition("durable", p) for p in range(3)], timeout=10)
     assert [(tp.offset, tp.metadata) for tp in tps] == [(4, "four"), (7, None), (10, None)]
@@ -347,16 +345,16 @@ def test_committed_offsets_survive_broker_sigkill(kafka_broker) -> None:
 
 
 def test_group_members_carry_on_across_a_broker_sigkill(kafka_broker_factory) -> None:
-    broker = kafka_broker_factory(config=FAST_GROUPS)
+    broker = kafka_broker_factory(config=FAST_GROUPS, process=True)
     bootstrap = broker.bootstrap
     create_topic(bootstrap, "carry", 2)
-    produce(bootstrap, "carry", 10, 2)
+    produce(bootstrap, "carry", numbered(10), partitions=2)
     c = consumer(bootstrap, "carry-group", **{"session.timeout.ms": 6000})
     c.subscribe(["carry"])
     poll_records(c, 10)
     c.commit(asynchronous=False)
     broker.restart()
-    produce(bootstrap, "carry", 10, 2, start=10)
+    produce(bootstrap, "carry", numbered(10, 10), partitions=2)
     records = poll_records(c, 10, timeout=60)
     assert sorted((m.partition(), m.offset()) for m in records) == sorted(
         (p, o) for p in range(2) for o in range(5, 10)
@@ -390,7 +388,7 @@ def test_bad_group_requests_get_kafkas_errors_and_the_group_keeps_working(
     broker = kafka_broker_factory(config=FAST_GROUPS)
     bootstrap = broker.bootstrap
     create_topic(bootstrap, "guarded", 2)
-    produce(bootstrap, "guarded", 10, 2)
+    produce(bootstrap, "guarded", numbered(10), partitions=2)
     admin = AdminClient({"bootstrap.servers": bootstrap})
     good = consumer(bootstrap, "guarded-group")
     good.subscribe(["guarded"])
@@ -464,7 +462,7 @@ def test_bad_group_requests_get_kafkas_errors_and_the_group_keeps_working(
         assert stranger.error_code == ErrorCode.unknown_member_id
 
     # the group was not disturbed: same member, still consuming and committing
-    produce(bootstrap, "guarded", 10, 2, start=10)
+    produce(bootstrap, "guarded", numbered(10, 10), partitions=2)
     poll_records(good, 10)
     good.commit(asynchronous=False)
     assert committed(good, "guarded", 2) == [10, 10]
@@ -501,7 +499,7 @@ def test_kafka_python_group_join_consume_commit_rebalance(kafka_broker_factory) 
     broker = kafka_broker_factory(config=FAST_GROUPS)
     bootstrap = broker.bootstrap
     create_topic(bootstrap, "kp", 4)
-    produce(bootstrap, "kp", 40, 4)
+    produce(bootstrap, "kp", numbered(40), partitions=4)
 
     def make() -> KafkaConsumer:
         return KafkaConsumer(
@@ -540,7 +538,7 @@ def test_kafka_python_group_join_consume_commit_rebalance(kafka_broker_factory) 
         return bool(a) and bool(b) and not (a & b) and len(a | b) == 4
 
     wait_until(split, timeout=60, interval=0)
-    produce(bootstrap, "kp", 40, 4, start=40)
+    produce(bootstrap, "kp", numbered(40, 40), partitions=4)
     seen = drain([first, second], 40)
     assert sorted(seen) == sorted((p, o) for p in range(4) for o in range(10, 20))
     first.commit()
@@ -558,7 +556,7 @@ def test_aiokafka_group_join_consume_commit_rebalance(kafka_broker_factory) -> N
     broker = kafka_broker_factory(config=FAST_GROUPS)
     bootstrap = broker.bootstrap
     create_topic(bootstrap, "ak", 4)
-    produce(bootstrap, "ak", 40, 4)
+    produce(bootstrap, "ak", numbered(40), partitions=4)
 
     async def scenario() -> None:
         def make() -> AIOKafkaConsumer:
@@ -601,7 +599,7 @@ def test_aiokafka_group_join_consume_commit_rebalance(kafka_broker_factory) -> N
                     break
             else:
                 raise AssertionError("aiokafka members never split the partitions")
-            produce(bootstrap, "ak", 40, 4, start=40)
+            produce(bootstrap, "ak", numbered(40, 40), partitions=4)
             seen = await drain([first, second], 40)
             assert sorted(seen) == sorted((p, o) for p in range(4) for o in range(10, 20))
             await first.commit()
@@ -621,7 +619,7 @@ def test_aiokafka_group_join_consume_commit_rebalance(kafka_broker_factory) -> N
 def test_kcat_metadata_and_balanced_consumer(kafka_broker) -> None:
     bootstrap = kafka_broker.bootstrap
     create_topic(bootstrap, "kc", 3)
-    produce(bootstrap, "kc", 30, 3)
+    produce(bootstrap, "kc", numbered(30), partitions=3)
     listing = subprocess.run(
         ["kcat", "-L", "-b", bootstrap], capture_output=True, text=True, timeout=60, check=True
     )
@@ -663,7 +661,7 @@ def test_kcat_metadata_and_balanced_consumer(kafka_broker) -> None:
 def test_onceflow_groups_cli(kafka_broker) -> None:
     bootstrap = kafka_broker.bootstrap
     create_topic(bootstrap, "cli-topic", 2)
-    produce(bootstrap, "cli-topic", 20, 2)
+    produce(bootstrap, "cli-topic", numbered(20), partitions=2)
     c = consumer(bootstrap, "cli-group", **{"client.id": "cli-member"})
     c.subscribe(["cli-topic"])
     poll_records(c, 20)

@@ -3,28 +3,46 @@
 from __future__ import annotations
 
 import copy
+from pathlib import Path
+from typing import Any
 
 import pytest
-from confluent_kafka.admin import AdminClient, NewTopic
 
-from onceflow.verify.jepsen import ABORTED, COMMITTED, WorkloadConfig, check, run_workload
+from onceflow.verify.jepsen import (
+    ABORTED,
+    COMMITTED,
+    CheckResult,
+    History,
+    WorkloadConfig,
+    check,
+    run_workload,
+)
+from tests.kit.clients import create_topic
+
+
+def run_and_check(
+    broker: Any, config: WorkloadConfig, tmp_path: Path
+) -> tuple[History, CheckResult]:
+    """Run the workload on a topic of its own, keep its history in ``tmp_path`` and check
+    it: the history and the check, which found no violation."""
+    create_topic(broker.bootstrap, config.topic, config.partitions)
+    history = run_workload(broker, config)
+    history.save(tmp_path / "history.jsonl")
+    result = check(history)
+    assert result.ok, f"{result.summary()}\nhistory: {tmp_path / 'history.jsonl'}"
+    return history, result
 
 
 @pytest.mark.slow
 def test_transactions_survive_concurrent_clients_and_broker_kills(kafka_broker_factory, tmp_path):
     broker = kafka_broker_factory(
-        config={"transaction.abort.timed.out.transaction.cleanup.interval.ms": "1000"}
+        config={"transaction.abort.timed.out.transaction.cleanup.interval.ms": "1000"},
+        process=True,  # the workload kills it
     )
-    config = WorkloadConfig(duration=36.0, kills=3, seed=42)
-    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
-    for future in admin.create_topics([NewTopic(config.topic, config.partitions, 1)]).values():
-        future.result(10)
+    history, result = run_and_check(
+        broker, WorkloadConfig(duration=36.0, kills=3, seed=42), tmp_path
+    )
 
-    history = run_workload(broker, config)
-    history.save(tmp_path / "history.jsonl")
-    result = check(history)
-
-    assert result.ok, f"{result.summary()}\nhistory: {tmp_path / 'history.jsonl'}"
     kinds = [event.get("kind") for event in history.events]
     assert kinds.count("kill") == 3 and kinds.count("restart") == 3
     # The run did enough to mean something.
@@ -48,13 +66,9 @@ def test_transactions_survive_kills_with_small_segments(kafka_broker_factory, tm
         config={
             "transaction.abort.timed.out.transaction.cleanup.interval.ms": "1000",
             "log.segment.bytes": "65536",
-        }
+        },
+        process=True,  # the workload kills it
     )
-    config = WorkloadConfig(duration=20.0, kills=2, seed=11, settle_timeout=15.0)
-    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
-    for future in admin.create_topics([NewTopic(config.topic, config.partitions, 1)]).values():
-        future.result(10)
-    history = run_workload(broker, config)
-    history.save(tmp_path / "history.jsonl")
-    result = check(history)
-    assert result.ok, f"{result.summary()}\nhistory: {tmp_path / 'history.jsonl'}"
+    run_and_check(
+        broker, WorkloadConfig(duration=20.0, kills=2, seed=11, settle_timeout=15.0), tmp_path
+    )

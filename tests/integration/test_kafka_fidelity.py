@@ -7,15 +7,12 @@ from __future__ import annotations
 import datetime
 import time
 import uuid
-from collections.abc import Iterator
 
 import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import (
     AdminClient,
     AlterConfigOpType,
-    ConfigEntry,
-    ConfigResource,
     ConfigSource,
     NewTopic,
     OffsetSpec,
@@ -35,33 +32,22 @@ from onceflow.protocol.client import WireClient
 from onceflow.protocol.legacy.list_offsets_v0 import ListOffsetsPartition as ListOffsetsPartitionV0
 from onceflow.protocol.legacy.list_offsets_v0 import ListOffsetsRequest as ListOffsetsRequestV0
 from onceflow.protocol.legacy.list_offsets_v0 import ListOffsetsTopic as ListOffsetsTopicV0
-from onceflow.testing import BrokerProcess
-from tests.integration.wire import record_batch
+from onceflow.testing import PluginBroker
+from tests.kit.batches import record_batch
+from tests.kit.clients import alter_configs, config_op, describe_configs, new_topic
 
 # One broker for the module: keep its tests on one xdist worker.
 pytestmark = pytest.mark.xdist_group("kafka-fidelity")
 
 
 @pytest.fixture(scope="module")
-def broker(tmp_path_factory) -> Iterator[BrokerProcess]:
-    process = BrokerProcess(
-        tmp_path_factory.mktemp("fidelity") / "data",
-        config={"group.min.session.timeout.ms": "1000"},
-    ).start()
-    yield process
-    process.stop()
+def kafka_module_broker_config() -> dict[str, str]:
+    return {"group.min.session.timeout.ms": "1000"}
 
 
 @pytest.fixture(scope="module")
-def admin(broker: BrokerProcess) -> AdminClient:
+def admin(broker: PluginBroker) -> AdminClient:
     return AdminClient({"bootstrap.servers": broker.bootstrap, "log_level": 3})
-
-
-def new_topic(admin: AdminClient, partitions: int = 1, **config: str) -> str:
-    name = f"fidelity-{uuid.uuid4().hex[:8]}"
-    topic = NewTopic(name, num_partitions=partitions, replication_factor=1, config=config)
-    admin.create_topics([topic])[name].result(10)
-    return name
 
 
 def list_offset(admin: AdminClient, topic: str, spec: OffsetSpec) -> tuple[int, int]:
@@ -70,14 +56,11 @@ def list_offset(admin: AdminClient, topic: str, spec: OffsetSpec) -> tuple[int, 
     return info.offset, info.timestamp
 
 
-SET, DELETE = AlterConfigOpType.SET, AlterConfigOpType.DELETE
-
-
 # -- ListOffsets by timestamp: per record, not per batch ---------------------------------
 
 
 def test_list_offsets_by_timestamp_finds_the_record_inside_a_batch(broker, admin) -> None:
-    topic = new_topic(admin)
+    topic = new_topic(broker.bootstrap, "fidelity")
     base = int(time.time() * 1000) - 60_000
     stamps = [base, base + 2000, base + 1000]  # one batch; the largest is the middle one
     producer = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 1000})
@@ -97,7 +80,7 @@ def test_list_offsets_by_timestamp_finds_the_record_inside_a_batch(broker, admin
 
 
 def test_compacted_topic_rejects_records_without_a_key(broker, admin) -> None:
-    topic = new_topic(admin, **{"cleanup.policy": "compact"})
+    topic = new_topic(broker.bootstrap, "fidelity", **{"cleanup.policy": "compact"})
     errors: list[KafkaError] = []
     producer = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 100, "retries": 0})
     producer.produce(topic, key=b"kept", value=b"a")
@@ -109,7 +92,7 @@ def test_compacted_topic_rejects_records_without_a_key(broker, admin) -> None:
 
 
 def test_compacted_topic_names_each_keyless_record(broker, admin) -> None:
-    topic = new_topic(admin, **{"cleanup.policy": "compact"})
+    topic = new_topic(broker.bootstrap, "fidelity", **{"cleanup.policy": "compact"})
     batch = record_batch([b"a", b"b", b"c"], keys=[b"k", None, None])
     with WireClient(broker.bootstrap) as client:
         response = client.request(
@@ -136,26 +119,17 @@ def test_compacted_topic_names_each_keyless_record(broker, admin) -> None:
 # -- topic configs as Kafka 3.9 has them ------------------------------------------------
 
 
-def describe(admin: AdminClient, kind: ResourceType, name: str) -> dict[str, ConfigEntry]:
-    resource = ConfigResource(kind, name)
-    return admin.describe_configs([resource])[resource].result(10)
-
-
-def alter(admin: AdminClient, kind: ResourceType, name: str, *entries: ConfigEntry) -> None:
-    resource = ConfigResource(kind, name, incremental_configs=list(entries))
-    admin.incremental_alter_configs([resource])[resource].result(10)
-
-
 def test_deprecated_topic_configs_are_accepted_and_listed(broker, admin) -> None:
     topic = new_topic(
-        admin,
+        broker.bootstrap,
+        "fidelity",
         **{
             "message.format.version": "0.10.0.0",
             "message.timestamp.difference.max.ms": "60000",
             "message.downconversion.enable": "false",
         },
     )
-    configs = describe(admin, ResourceType.TOPIC, topic)
+    configs = describe_configs(admin, ResourceType.TOPIC, topic)
     assert configs["message.format.version"].value == "0.10.0.0"
     assert configs["message.timestamp.difference.max.ms"].value == "60000"
     assert configs["message.downconversion.enable"].value == "false"
@@ -172,19 +146,19 @@ def test_deprecated_topic_configs_are_accepted_and_listed(broker, admin) -> None
 
 
 def test_subtracting_the_last_cleanup_policy_leaves_an_empty_list(broker, admin) -> None:
-    topic = new_topic(admin, **{"cleanup.policy": "compact"})
-    alter(
+    topic = new_topic(broker.bootstrap, "fidelity", **{"cleanup.policy": "compact"})
+    alter_configs(
         admin,
         ResourceType.TOPIC,
         topic,
-        ConfigEntry("cleanup.policy", "compact", incremental_operation=AlterConfigOpType.SUBTRACT),
+        config_op("cleanup.policy", "compact", AlterConfigOpType.SUBTRACT),
     )
-    assert describe(admin, ResourceType.TOPIC, topic)["cleanup.policy"].value == ""
+    assert describe_configs(admin, ResourceType.TOPIC, topic)["cleanup.policy"].value == ""
 
 
 def test_describe_configs_answers_synonyms(broker, admin) -> None:
-    topic = new_topic(admin, **{"retention.ms": "3600000"})
-    entry = describe(admin, ResourceType.TOPIC, topic)["retention.ms"]
+    topic = new_topic(broker.bootstrap, "fidelity", **{"retention.ms": "3600000"})
+    entry = describe_configs(admin, ResourceType.TOPIC, topic)["retention.ms"]
     assert entry.source == ConfigSource.DYNAMIC_TOPIC_CONFIG.value
     synonyms = {name: (s.value, s.source) for name, s in entry.synonyms.items()}
     assert synonyms == {
@@ -197,16 +171,12 @@ def test_describe_configs_answers_synonyms(broker, admin) -> None:
 
 
 def test_broker_configs_list_the_listeners(broker, admin) -> None:
-    configs = describe(admin, ResourceType.BROKER, "0")
+    configs = describe_configs(admin, ResourceType.BROKER, "0")
     assert configs["advertised.listeners"].value == f"PLAINTEXT://{broker.bootstrap}"
     assert configs["advertised.listeners"].is_read_only
     assert configs["node.id"].value == "0"
     assert not configs["log.retention.ms"].is_read_only
     assert configs["num.partitions"].is_read_only
-
-
-def op(name: str, value: str | None, operation: AlterConfigOpType = SET) -> ConfigEntry:
-    return ConfigEntry(name, value, incremental_operation=operation)
 
 
 def set_cluster_default(bootstrap: str, name: str, value: str) -> None:
@@ -227,29 +197,31 @@ def set_cluster_default(bootstrap: str, name: str, value: str) -> None:
     assert [r.error_code for r in response.responses] == [0]
 
 
-def test_dynamic_broker_configs_apply_at_once_and_survive_a_restart(kafka_broker) -> None:
-    admin = AdminClient({"bootstrap.servers": kafka_broker.bootstrap, "log_level": 3})
-    topic = new_topic(admin)
+def test_dynamic_broker_configs_apply_at_once_and_survive_a_restart(kafka_broker_process) -> None:
+    admin = AdminClient({"bootstrap.servers": kafka_broker_process.bootstrap, "log_level": 3})
+    topic = new_topic(kafka_broker_process.bootstrap, "fidelity")
     retention = "log.retention.ms"
-    set_cluster_default(kafka_broker.bootstrap, retention, "7000")
-    alter(admin, ResourceType.BROKER, "0", op(retention, "5000"))
-    entry = describe(admin, ResourceType.TOPIC, topic)["retention.ms"]
+    set_cluster_default(kafka_broker_process.bootstrap, retention, "7000")
+    alter_configs(admin, ResourceType.BROKER, "0", config_op(retention, "5000"))
+    entry = describe_configs(admin, ResourceType.TOPIC, topic)["retention.ms"]
     assert (entry.value, entry.source) == ("5000", ConfigSource.DYNAMIC_BROKER_CONFIG.value)
     with pytest.raises(KafkaException) as failure:
-        alter(
+        alter_configs(
             admin,
             ResourceType.BROKER,
             "0",
-            op("num.partitions", "3"),
+            config_op("num.partitions", "3"),
         )
     assert failure.value.args[0].code() == KafkaError.INVALID_REQUEST
 
-    kafka_broker.restart(kill=True)
-    admin = AdminClient({"bootstrap.servers": kafka_broker.bootstrap, "log_level": 3})
-    entry = describe(admin, ResourceType.BROKER, "0")[retention]
+    kafka_broker_process.restart(kill=True)
+    admin = AdminClient({"bootstrap.servers": kafka_broker_process.bootstrap, "log_level": 3})
+    entry = describe_configs(admin, ResourceType.BROKER, "0")[retention]
     assert (entry.value, entry.source) == ("5000", ConfigSource.DYNAMIC_BROKER_CONFIG.value)
-    alter(admin, ResourceType.BROKER, "0", op(retention, None, DELETE))
-    entry = describe(admin, ResourceType.TOPIC, topic)["retention.ms"]
+    alter_configs(
+        admin, ResourceType.BROKER, "0", config_op(retention, None, AlterConfigOpType.DELETE)
+    )
+    entry = describe_configs(admin, ResourceType.TOPIC, topic)["retention.ms"]
     assert (entry.value, entry.source) == ("7000", ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG.value)
 
 
@@ -262,7 +234,7 @@ def group_state(admin: AdminClient, group: str) -> tuple[str, int]:
 
 
 def test_static_members_expire_after_their_own_session_timeout(broker, admin) -> None:
-    topic = new_topic(admin, partitions=3)
+    topic = new_topic(broker.bootstrap, "fidelity", partitions=3)
     group = f"static-{uuid.uuid4().hex[:8]}"
     consumers = [
         Consumer(
@@ -310,7 +282,7 @@ def test_acks_1_answers_once_the_high_watermark_covers_the_batch(broker, admin) 
     """Under log.flush.policy=always the high watermark is the fsynced offset; a one-replica
     Kafka has moved it by the time it answers acks=1, so onceflow answers acks=1 after the
     fsync too (the power-loss promise stays: nothing visible is ever taken back)."""
-    topic = new_topic(admin)
+    topic = new_topic(broker.bootstrap, "fidelity")
     producer = Producer({"bootstrap.servers": broker.bootstrap, "acks": 1, "linger.ms": 0})
     acknowledged: list[int] = []
     behind = []
@@ -332,7 +304,7 @@ def test_acks_1_answers_once_the_high_watermark_covers_the_batch(broker, admin) 
 
 def test_list_offsets_v0_for_clients_of_old_brokers(broker, admin) -> None:
     """kafka-python told it talks to Kafka 0.10.0 sends ListOffsets v0, as Burrow does."""
-    topic = new_topic(admin, partitions=2)
+    topic = new_topic(broker.bootstrap, "fidelity", partitions=2)
     producer = Producer({"bootstrap.servers": broker.bootstrap})
     for index in range(5):
         producer.produce(topic, value=b"x", partition=index % 2)

@@ -28,6 +28,7 @@ from tests.integration.java_tools import (
     kafka_classpath,
     write_properties,
 )
+from tests.kit.clients import create_topic
 
 TOOLS = "org.apache.kafka.tools."
 RECORDS = 3000
@@ -53,15 +54,6 @@ def java(tmp_path: Path) -> Iterator[JavaProcesses]:
     processes = JavaProcesses(kafka_classpath(), tmp_path)
     yield processes
     processes.close()
-
-
-def create_topics(bootstrap: str) -> None:
-    from confluent_kafka.admin import AdminClient, NewTopic
-
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    topics = [NewTopic("input", INPUT_PARTITIONS, 1), NewTopic("output", OUTPUT_PARTITIONS, 1)]
-    for future in admin.create_topics(topics).values():
-        future.result(30)
 
 
 def seed(java: JavaProcesses, bootstrap: str, tmp_path: Path) -> dict[int, list[str]]:
@@ -223,9 +215,10 @@ def test_transactions(
     # The copiers' transactions time out fast where copiers die (their successors wait for
     # that), slowly where the broker restarts (a live copier's transaction must outlast it).
     timeout_ms = COPIER_BOUNCE_TIMEOUT_MS if target == "copiers" else BROKER_BOUNCE_TIMEOUT_MS
-    kafka_broker = kafka_broker_factory(BROKER_CONFIG)
+    kafka_broker = kafka_broker_factory(BROKER_CONFIG, process=True)
     bootstrap = kafka_broker.bootstrap
-    create_topics(bootstrap)
+    create_topic(bootstrap, "input", INPUT_PARTITIONS)
+    create_topic(bootstrap, "output", OUTPUT_PARTITIONS)
     input_values = seed(java, bootstrap, tmp_path)
 
     copiers = [Copier(java, bootstrap, p, timeout_ms) for p in range(INPUT_PARTITIONS)]

@@ -18,7 +18,8 @@ from onceflow.log.dir_lock import DataDirInUse, DataDirLock
 from onceflow.protocol.client import WireClient
 from onceflow.protocol.errors import ErrorCode
 from onceflow.testing import BrokerProcess
-from tests.integration.wire import create_topic, fetch, fetch_values, produce, record_batch
+from tests.kit.batches import record_batch
+from tests.kit.wire import create_topic, fetch, fetch_values, produce
 
 
 def log_check(data_dir, *extra: str) -> subprocess.CompletedProcess[str]:
@@ -177,7 +178,7 @@ def test_log_check_refuses_a_directory_that_is_no_data_directory(tmp_path, conte
         (tmp_path / name).write_text("x")
     checked = log_check(tmp_path)
     assert checked.returncode == 2
-    assert checked.stderr == f"Error: {tmp_path} is not a onceflow data directory\n"
+    assert checked.stderr == f"error: {tmp_path} is not a onceflow data directory\n"
     assert sorted(path.name for path in tmp_path.iterdir()) == content  # nothing created
     assert log_check(tmp_path, "--repair").returncode == 2
 

@@ -89,10 +89,10 @@ def write_through_clients(bootstrap: str) -> None:
     consumer.close()
 
 
-def test_dump_a_real_brokers_log_offsets_and_transactions(kafka_broker):
-    write_through_clients(kafka_broker.bootstrap)
-    assert kafka_broker.stop() == 0
-    data_dir = kafka_broker.data_dir
+def test_dump_a_real_brokers_log_offsets_and_transactions(kafka_broker_process):
+    write_through_clients(kafka_broker_process.bootstrap)
+    assert kafka_broker_process.stop() == 0
+    data_dir = kafka_broker_process.data_dir
 
     (segment,) = segment_files(data_dir / f"{TOPIC}-0", ".log")
     status, lines = dump(segment, "--print-data-log")

@@ -11,13 +11,9 @@ marker only in a later fetch.)
 from __future__ import annotations
 
 import datetime
-import io
 import struct
-from collections.abc import Iterator
 
 import pytest
-from kio.records.schema import NewRecordBatch, Record
-from kio.records.writers import write_new_batch
 from kio.schema.add_partitions_to_txn.v3.request import (
     AddPartitionsToTxnRequest,
     AddPartitionsToTxnTopic,
@@ -25,61 +21,22 @@ from kio.schema.add_partitions_to_txn.v3.request import (
 from kio.schema.end_txn.v3.request import EndTxnRequest
 from kio.schema.fetch.v12.request import FetchPartition, FetchRequest, FetchTopic
 from kio.schema.fetch.v12.response import FetchResponse
-from kio.schema.init_producer_id.v4.request import InitProducerIdRequest
 from kio.schema.produce.v9.request import PartitionProduceData, ProduceRequest, TopicProduceData
-from kio.schema.request_header.v2.header import RequestHeader
-from kio.serial import entity_reader, entity_writer
-from kio.static.primitive import TZAwareMicros, i8, i16, i32, i64
+from kio.serial import entity_reader
+from kio.static.primitive import i8, i16, i32, i64
 
 from onceflow.protocol.client import WireClient
 from onceflow.protocol.codec import build
 from onceflow.protocol.errors import ErrorCode
-from onceflow.testing import BrokerProcess
-from tests.integration.wire import create_topic, decode
+from tests.kit.batches import decode, record_batch
+from tests.kit.wire import create_topic, init_producer_id
 
-TRANSACTIONAL = 0x10
 READ_COMMITTED = 1
-
-
-@pytest.fixture(scope="module")
-def broker(tmp_path_factory) -> Iterator[BrokerProcess]:
-    process = BrokerProcess(tmp_path_factory.mktemp("marker-visibility") / "data").start()
-    yield process
-    process.stop()
-
-
-def transactional_batch(value: bytes, producer_id: int, epoch: int) -> bytes:
-    batch = NewRecordBatch(
-        producer_id=i64(producer_id),
-        producer_epoch=i16(epoch),
-        base_sequence=i32(0),
-        attributes=i16(TRANSACTIONAL),
-        records=(
-            Record(
-                attributes=i8(0),
-                timestamp=TZAwareMicros.parse(datetime.datetime.now(datetime.UTC)),
-                offset=i64(0),
-                key=None,
-                value=value,
-                headers=(),
-            ),
-        ),
-    )
-    buffer = io.BytesIO()
-    write_new_batch(buffer, batch)
-    return buffer.getvalue()
 
 
 def open_transaction(client: WireClient, topic: str, transactional_id: str) -> tuple[int, int]:
     """A transaction holding one record at offset 0 of ``topic``; (producer id, epoch)."""
-    answer = client.request(
-        InitProducerIdRequest,
-        transactional_id=transactional_id,
-        transaction_timeout=datetime.timedelta(seconds=60),
-        producer_id=i64(-1),
-        producer_epoch=i16(-1),
-    )
-    producer_id, epoch = answer.producer_id, answer.producer_epoch
+    producer_id, epoch = init_producer_id(client, transactional_id)
     added = client.request(
         AddPartitionsToTxnRequest,
         v3_and_below_transactional_id=transactional_id,
@@ -98,7 +55,10 @@ def open_transaction(client: WireClient, topic: str, transactional_id: str) -> t
                 name=topic,
                 partition_data=(
                     PartitionProduceData(
-                        index=i32(0), records=transactional_batch(b"aborted", producer_id, epoch)
+                        index=i32(0),
+                        records=record_batch(
+                            [b"aborted"], producer_id, epoch, 0, transactional=True
+                        ),
                     ),
                 ),
             ),
@@ -140,19 +100,7 @@ def send_fetch(client: WireClient, topic: str, correlation_id: int, wait_ms: int
         forgotten_topics_data=(),
         rack_id="",
     )
-    buffer = io.BytesIO()
-    entity_writer(RequestHeader)(
-        buffer,
-        RequestHeader(
-            request_api_key=i16(1),
-            request_api_version=i16(12),
-            correlation_id=i32(correlation_id),
-            client_id="marker-visibility",
-        ),
-    )
-    entity_writer(FetchRequest)(buffer, request)
-    payload = buffer.getvalue()
-    client.send_raw(struct.pack(">i", len(payload)) + payload)
+    assert client.send(request) == correlation_id
 
 
 def read_fetch(client: WireClient, correlation_id: int) -> tuple[int, int, list[int]]:

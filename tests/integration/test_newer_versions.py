@@ -5,7 +5,6 @@ verify-only AddPartitionsToTxn v4-5 a broker sends."""
 from __future__ import annotations
 
 import datetime
-from collections.abc import Iterator
 
 import pytest
 from kio.schema.add_partitions_to_txn.v3.request import (
@@ -32,17 +31,17 @@ from kio.static.primitive import i16, i32, i64
 from onceflow.protocol.client import WireClient
 from onceflow.protocol.codec import request_class
 from onceflow.protocol.errors import ErrorCode
-from onceflow.testing import BrokerProcess
-from tests.integration.wire import create_topic, produce, record_batch
+from onceflow.testing import PluginBroker
+from tests.kit.batches import record_batch
+from tests.kit.wire import create_topic, produce
 
 TOPIC = "newer-versions"
 LATEST, EARLIEST, MAX_TIMESTAMP, EARLIEST_LOCAL, LATEST_TIERED = -1, -2, -3, -4, -5
 
 
 @pytest.fixture(scope="module")
-def broker(tmp_path_factory) -> Iterator[BrokerProcess]:
-    process = BrokerProcess(tmp_path_factory.mktemp("newer-versions") / "data").start()
-    with WireClient(process.bootstrap) as client:
+def broker(kafka_module_broker: PluginBroker) -> PluginBroker:
+    with WireClient(kafka_module_broker.bootstrap) as client:
         assert create_topic(client, TOPIC, 2)[0] == 0
         for value in (b"a", b"b", b"c"):
             assert produce(client, TOPIC, 0, record_batch([value]))[0] == 0
@@ -57,11 +56,10 @@ def broker(tmp_path_factory) -> Iterator[BrokerProcess]:
             timeout=datetime.timedelta(seconds=5),
         )
         assert deleted.topics[0].partitions[0].error_code == ErrorCode.none
-    yield process
-    process.stop()
+    return kafka_module_broker
 
 
-def list_offset(broker: BrokerProcess, version: int, timestamp: int) -> tuple[int, int, int]:
+def list_offset(broker: PluginBroker, version: int, timestamp: int) -> tuple[int, int, int]:
     """(error code, offset, leader epoch) of partition 0 at ListOffsets ``version``."""
     cls = request_class(2, version)
     module = __import__(cls.__module__, fromlist=["ListOffsetsTopic", "ListOffsetsPartition"])

@@ -33,7 +33,8 @@ from onceflow.log.batch import parse_header
 from onceflow.protocol.client import WireClient
 from onceflow.protocol.errors import ErrorCode
 from onceflow.testing import BrokerProcess
-from tests.integration.wire import create_topic, fetch, list_offset, produce, record_batch
+from tests.kit.batches import record_batch
+from tests.kit.wire import create_topic, fetch, list_offset, produce
 
 pytestmark = pytest.mark.xdist_group("offline-partition")
 

@@ -23,19 +23,17 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import (
     AdminClient,
     AlterConfigOpType,
-    ConfigEntry,
-    ConfigResource,
     ConfigSource,
-    NewTopic,
     ResourceType,
 )
 
 from onceflow.cli import main
-from tests.integration.engines import ONCEFLOW, Engine, on_apache_kafka
+from tests.kit.clients import alter_configs, config_op, create_topic, describe_configs, produce
+from tests.kit.engines import ONCEFLOW, Engine, on_apache_kafka
 
 ROOT = Path(__file__).resolve().parents[2]
 ENGINES = pytest.mark.parametrize("engine", [ONCEFLOW, on_apache_kafka()], indirect=True)
@@ -54,21 +52,6 @@ def onceflow(*args: str) -> tuple[int, str, str]:
 
 def admin(engine: Engine) -> AdminClient:
     return AdminClient({"bootstrap.servers": engine.bootstrap})
-
-
-def create_topic(engine: Engine, name: str, partitions: int) -> None:
-    new = NewTopic(name, partitions, engine.replication_factor)
-    client = admin(engine)  # kept alive until the topic exists
-    client.create_topics([new])[name].result(30)
-    if engine.cluster is not None:
-        engine.cluster.wait_for_topic(name)
-
-
-def produce(engine: Engine, topic: str, partition: int, values: list[bytes]) -> None:
-    producer = Producer({"bootstrap.servers": engine.bootstrap, "acks": "all"})
-    for value in values:
-        producer.produce(topic, value, partition=partition)
-    assert producer.flush(30) == 0
 
 
 def read_committed(engine: Engine, topic: str, partition: int, seconds: float) -> list[bytes]:
@@ -131,11 +114,9 @@ def described(engine: Engine, topic: str) -> tuple[int, int, dict[str, str]]:
     """(partitions, replication factor, the topic's own configs) as the cluster says."""
     client = admin(engine)
     partitions = client.list_topics(topic, timeout=10).topics[topic].partitions
-    resource = ConfigResource(ResourceType.TOPIC, topic)
-    entries = client.describe_configs([resource])[resource].result(10)
     own = {
         name: entry.value
-        for name, entry in entries.items()
+        for name, entry in describe_configs(client, ResourceType.TOPIC, topic).items()
         if entry.source == ConfigSource.DYNAMIC_TOPIC_CONFIG.value
     }
     return len(partitions), len(partitions[0].replicas), own
@@ -179,7 +160,7 @@ def test_topics_plan_migrate_replan_change_and_refusals(engine, tmp_path):
         assert (code, err) == (0, ""), out + err
         assert out.endswith("No changes: the cluster matches the spec.\n")
 
-    produce(engine, engine.input, 0, [b"keyed"])
+    produce(engine.bootstrap, engine.input, partition=0, values=[b"keyed"])
     changed = write_topics_file(tmp_path / "changed.yaml", engine, 5, 86_400_000)
     code, out, err = topics("migrate", changed, engine)
     assert code == 2, out + err
@@ -212,8 +193,8 @@ def test_topics_refuse_a_replication_factor_above_the_brokers_before_any_change(
     """One replica more than there are brokers: the plan says so and nothing changes;
     ``reset`` used to delete the topic first and only then have its creation refused."""
     too_many = engine.replication_factor + 1
-    create_topic(engine, engine.input, 1)
-    produce(engine, engine.input, 0, [b"kept"])
+    create_topic(engine.bootstrap, engine.input, 1)
+    produce(engine.bootstrap, engine.input, partition=0, values=[b"kept"])
     spec = tmp_path / "topics.yaml"
     spec.write_text(
         "topics:\n"
@@ -272,9 +253,14 @@ def group_offsets(engine: Engine) -> dict[tuple[str, int], tuple[int, int]]:
 @ENGINES
 def test_groups_describe_reset_delete_and_refusals_while_active(engine):
     topic, group, b = engine.input, engine.group, ("--bootstrap", engine.bootstrap)
-    create_topic(engine, topic, 2)
+    create_topic(engine.bootstrap, topic, 2)
     for partition in range(2):
-        produce(engine, topic, partition, [f"{partition}-{n}".encode() for n in range(10)])
+        produce(
+            engine.bootstrap,
+            topic,
+            partition=partition,
+            values=[f"{partition}-{n}".encode() for n in range(10)],
+        )
     member = consume_and_commit(engine, topic, 20)
     try:
         code, out, err = onceflow("groups", "describe", group, *b, "--json")
@@ -399,17 +385,14 @@ def set_verification(engine: Engine, enabled: bool) -> None:
     broker applies it (on the cluster it travels through the metadata log)."""
     client = admin(engine)
     operation = AlterConfigOpType.DELETE if enabled else AlterConfigOpType.SET
-    entry = ConfigEntry(VERIFICATION, "false", incremental_operation=operation)
     for broker in broker_ids(engine):
-        resource = ConfigResource(ResourceType.BROKER, broker, incremental_configs=[entry])
-        client.incremental_alter_configs([resource])[resource].result(30)
+        alter_configs(
+            client, ResourceType.BROKER, broker, config_op(VERIFICATION, "false", operation)
+        )
     wanted = "true" if enabled else "false"
     deadline = time.monotonic() + 30
     for broker in broker_ids(engine):
-        resource = ConfigResource(ResourceType.BROKER, broker)
-        while (
-            client.describe_configs([resource])[resource].result(10)[VERIFICATION].value != wanted
-        ):
+        while describe_configs(client, ResourceType.BROKER, broker)[VERIFICATION].value != wanted:
             assert time.monotonic() < deadline, f"broker {broker} keeps {VERIFICATION}"
             time.sleep(0.1)
 
@@ -451,8 +434,8 @@ def test_transactions_find_and_abort_a_really_hanging_transaction(engine):
     abort must free read_committed readers of partition 0."""
     topic, b = engine.input, ("--bootstrap", engine.bootstrap)
     hanging_id, killed_id = f"{engine.txn_id}-hanging", f"{engine.txn_id}-killed"
-    create_topic(engine, topic, 2)
-    produce(engine, topic, 0, [b"before"])
+    create_topic(engine.bootstrap, topic, 2)
+    produce(engine.bootstrap, topic, partition=0, values=[b"before"])
     hang = (
         sys.executable,
         "-m",
@@ -473,7 +456,7 @@ def test_transactions_find_and_abort_a_really_hanging_transaction(engine):
         set_verification(engine, enabled=True)
     with spawned(sys.executable, "-c", KILLED_PRODUCER, engine.bootstrap, topic, killed_id) as live:
         assert first_line(live) == "open"
-    produce(engine, topic, 0, [b"after"])
+    produce(engine.bootstrap, topic, partition=0, values=[b"after"])
     assert read_committed(engine, topic, 0, 3) == [b"before"]  # stuck at the open transaction
 
     code, out, err = onceflow("transactions", "list", *b, "--json")
@@ -496,22 +479,14 @@ def test_transactions_find_and_abort_a_really_hanging_transaction(engine):
     status = {(p["partition"], p["txn_start_offset"]): p["status"] for p in json.loads(out)}
     assert status == {(0, 1): "hanging", (1, 0): "open"}
 
+    find_hanging = ("transactions", "find-hanging", "--topic", topic, *b, "--json")
     # Younger than --max-transaction-timeout (15 min): not listed yet; named on stderr.
-    code, out, err = onceflow("transactions", "find-hanging", "--topic", topic, *b, "--json")
+    code, out, err = onceflow(*find_hanging)
     assert (code, json.loads(out)) == (0, [])
     assert (
         f"not hanging: {topic}:0 producer " in err and "less than --max-transaction-timeout" in err
     )
-    code, out, err = onceflow(
-        "transactions",
-        "find-hanging",
-        "--topic",
-        topic,
-        "--max-transaction-timeout",
-        "0",
-        *b,
-        "--json",
-    )
+    code, out, err = onceflow(*find_hanging, "--max-transaction-timeout", "0")
     assert code == 0, err
     ((found),) = json.loads(out)
     assert (found["topic"], found["partition"], found["txn_start_offset"]) == (topic, 0, 1)
@@ -541,16 +516,7 @@ def test_transactions_find_and_abort_a_really_hanging_transaction(engine):
     assert (code, err) == (0, "")
     assert out == f"aborted the transaction of producer {found['producer_id']} on {topic}:0\n"
     assert read_committed(engine, topic, 0, 3) == [b"before", b"after"]
-    code, out, err = onceflow(
-        "transactions",
-        "find-hanging",
-        "--topic",
-        topic,
-        "--max-transaction-timeout",
-        "0",
-        *b,
-        "--json",
-    )
+    code, out, err = onceflow(*find_hanging, "--max-transaction-timeout", "0")
     assert (code, json.loads(out)) == (0, [])
     code, out, err = onceflow(
         "transactions", "abort", "--topic", topic, "--partition", "0", "--start-offset", "1", *b
@@ -565,11 +531,11 @@ def test_a_killed_producers_transaction_is_not_hanging_and_its_coordinator_ends_
     live (not to be aborted by hand), then the coordinator aborts it on its own, and
     read_committed readers get past it, on both engines."""
     topic, b = engine.input, ("--bootstrap", engine.bootstrap)
-    create_topic(engine, topic, 2)
+    create_topic(engine.bootstrap, topic, 2)
     script = KILLED_PRODUCER.replace("600000", "2000")
     with spawned(sys.executable, "-c", script, engine.bootstrap, topic, engine.txn_id) as live:
         assert first_line(live) == "open"
-    produce(engine, topic, 1, [b"after"])
+    produce(engine.bootstrap, topic, partition=1, values=[b"after"])
     code, out, err = onceflow(
         "transactions", "find-hanging", "--topic", topic, "--max-transaction-timeout", "0", *b,
         "--json",

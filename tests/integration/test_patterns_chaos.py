@@ -29,12 +29,6 @@ from onceflow.db import LockTimeout, connect
 from onceflow.patterns import offsets, relay
 from onceflow.patterns.offsets import OffsetStore
 from onceflow.patterns.outbox import Outbox
-from tests.integration.engines import (
-    APACHE_KAFKA,
-    ONCEFLOW,
-    Engine,
-    on_apache_kafka,
-)
 from tests.integration.patterns_harness import (
     ROOT,
     KillLog,
@@ -49,6 +43,7 @@ from tests.integration.patterns_harness import (
     run_with_kills,
     worker_command,
 )
+from tests.kit.engines import APACHE_KAFKA, ONCEFLOW, Engine, on_apache_kafka
 from tests.postgres import postgres_server, postgres_url  # noqa: F401  (fixtures)
 
 EVENTS = 2000
@@ -71,17 +66,21 @@ def _kills(engine: Engine, full: int) -> int:
     return full if engine.name == ONCEFLOW or STRESS else max(2, full // 2)
 
 
-def _cases(*values, kafka_dbs=("sqlite",)):
-    """Each ``values`` tuple on onceflow with both databases, and on Apache Kafka with
-    ``kafka_dbs`` (and PostgreSQL too under ONCEFLOW_STRESS)."""
+STRESS_ONLY = pytest.mark.skipif(not STRESS, reason="make stress (ONCEFLOW_STRESS=1)")
+
+
+def _cases(*values, kafka_dbs=("sqlite",), postgresql_in_stress=False):
+    """Each ``values`` tuple on onceflow with both databases (PostgreSQL only under
+    ONCEFLOW_STRESS with ``postgresql_in_stress``: the chaos matrix's PostgreSQL cells
+    cover it in make test), and on Apache Kafka with ``kafka_dbs`` (and PostgreSQL too
+    under ONCEFLOW_STRESS)."""
     dbs = ("sqlite", "postgresql") if STRESS else kafka_dbs
     cases = []
     for row in values:
         name = "-".join([*row[:1], ""])
-        cases += [
-            pytest.param(*row, db, ONCEFLOW, id=f"{name}{db}-{ONCEFLOW}")
-            for db in ("sqlite", "postgresql")
-        ]
+        for db in ("sqlite", "postgresql"):
+            marks = [STRESS_ONLY] if db == "postgresql" and postgresql_in_stress else []
+            cases.append(pytest.param(*row, db, ONCEFLOW, id=f"{name}{db}-{ONCEFLOW}", marks=marks))
         cases += [
             on_apache_kafka(*row, db, APACHE_KAFKA, id=f"{name}{db}-{APACHE_KAFKA}") for db in dbs
         ]
@@ -101,7 +100,9 @@ def _assert_exactly_once(report) -> None:
 
 @pytest.mark.parametrize(
     ("mode", "steps", "db_url", "engine"),
-    _cases(("db_offsets", DB_OFFSETS_STEPS), ("inbox", INBOX_STEPS)),
+    # on PostgreSQL in make test: tests/integration/test_chaos.py::test_matrix_on_postgresql
+    # (runner/db_offsets, runner/inbox killed at their steps)
+    _cases(("db_offsets", DB_OFFSETS_STEPS), ("inbox", INBOX_STEPS), postgresql_in_stress=True),
     indirect=["db_url", "engine"],
 )
 def test_pattern_is_exactly_once_under_kills(engine, db_url, tmp_path, mode, steps):
@@ -135,7 +136,9 @@ def test_no_dedup_baseline_duplicates_under_kills(engine, db_url, tmp_path):
     assert not report.ok
 
 
-@pytest.mark.parametrize(("db_url", "engine"), _cases(()), indirect=True)
+# on PostgreSQL in make test: test_matrix_on_postgresql (article/idempotent_consumer_outbox)
+# and test_two_relays_share_the_outbox_on_postgresql
+@pytest.mark.parametrize(("db_url", "engine"), _cases((), postgresql_in_stress=True), indirect=True)
 def test_inbox_outbox_and_relay_under_kills(engine, db_url, tmp_path):
     """Idempotent consumer + transactional outbox; the relay is killed too. The output
     topic has every event (first copies in per-key order); relay duplicates are what a
@@ -234,7 +237,16 @@ def test_postgresql_partition_row_lock_blocks_the_next_owner(request):
         assert OffsetStore(second, "g").lock(tx2, "t", 0) == 7
 
 
-@pytest.mark.parametrize("mode", ["db_offsets", "inbox"])
+@pytest.mark.parametrize(
+    ("db_url", "mode"),
+    [
+        ("postgresql", "db_offsets"),  # the offset rows' locks
+        ("sqlite", "inbox"),
+        pytest.param("sqlite", "db_offsets", marks=STRESS_ONLY),
+        pytest.param("postgresql", "inbox", marks=STRESS_ONLY),
+    ],
+    indirect=["db_url"],
+)
 def test_two_workers_in_one_group_under_kills(engine, db_url, tmp_path, mode):
     """Two workers of one consumer group (rebalances hand partitions over while the other
     is killed at crash points): the database still holds every event exactly once."""

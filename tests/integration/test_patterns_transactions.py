@@ -18,12 +18,6 @@ from confluent_kafka import Producer
 
 from onceflow.patterns import ConfigurationError, RunnerConfig, UnsafeCombinationWarning
 from onceflow.patterns import transactional as txn_pattern
-from tests.integration.engines import (
-    APACHE_KAFKA,
-    ONCEFLOW,
-    Engine,
-    on_apache_kafka,
-)
 from tests.integration.patterns_harness import (
     ROOT,
     KillLog,
@@ -38,6 +32,7 @@ from tests.integration.patterns_harness import (
     run_with_kills,
     worker_command,
 )
+from tests.kit.engines import APACHE_KAFKA, ONCEFLOW, Engine, on_apache_kafka
 
 EVENTS = 2000
 

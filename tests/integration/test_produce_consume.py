@@ -5,13 +5,8 @@ from __future__ import annotations
 import time
 
 from confluent_kafka import Consumer, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
 
-
-def create_topic(bootstrap: str, name: str, partitions: int, **config: str) -> None:
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    for future in admin.create_topics([NewTopic(name, partitions, 1, config=config)]).values():
-        future.result(10)
+from tests.kit.clients import create_topic
 
 
 def consume_all(bootstrap: str, topic: str, partitions: int, expected: int, **extra: str):

@@ -44,7 +44,6 @@ def command_example(
         outputs=list(outputs),
         schema=EXAMPLES / example / "schema.sql",
         work_dir=tmp_path,
-        records=120,
         **options,
     )
 
@@ -91,7 +90,7 @@ def test_correct_runner_pattern_holds(name: str, kills: str, tmp_path: Path) -> 
 def test_plain_consumer_with_offsets_in_sqlite_holds(tmp_path: Path) -> None:
     proof = command_example("sqlite_offsets_consumer.py", tmp_path, seed=3, quick=True)
     assert proof.held, proof.verdict()
-    assert proof.kills == 3  # every kill landed while the outputs grew
+    assert proof.complete and proof.kills == proof.kills_planned == 4  # one per trigger
 
 
 def test_auto_committing_consumer_duplicates_and_is_shrunk(tmp_path: Path) -> None:
@@ -115,7 +114,7 @@ def totals_example(script: str, tmp_path: Path, **options: object):
 def test_running_totals_kept_with_their_offsets_hold(tmp_path: Path) -> None:
     proof = totals_example("totals_consumer.py", tmp_path, seed=3, quick=True)
     assert proof.held, proof.verdict()
-    assert proof.kills == 3
+    assert proof.complete and proof.kills == proof.kills_planned == 4
 
 
 def test_running_totals_with_auto_commit_are_wrong_values(tmp_path: Path) -> None:
@@ -142,42 +141,45 @@ def test_quick_proof_finds_the_bug_and_its_replay_reproduces_it_10_times(
 SPARK = EXAMPLES / "spark"
 
 
-@pytest.mark.skipif(not STRESS, reason="long (a JVM per life): make stress")
-@pytest.mark.parametrize(("job", "held"), [("foreach_batch_append.py", False),
-                                           ("onceflow_sink_job.py", True)])  # fmt: skip
-def test_spark_job_is_proved(job: str, held: bool, tmp_path: Path) -> None:
-    proof = prove(
+def spark_example(job: str, work_dir: Path, kills: str = "progress:10"):
+    return prove(
         "spark",
         command=[job],
         directory=SPARK,
         input_topic="orders",
         outputs=["table:orders"],
         schema=SPARK / "schema.sql",
-        work_dir=tmp_path,
+        work_dir=work_dir,
         records=60,
         seed=3,
-        kills="progress:10",
+        kills=kills,
         stall_s=600,
     )
+
+
+@pytest.mark.skipif(not STRESS, reason="long (a JVM per life): make stress")
+@pytest.mark.parametrize(("job", "held"), [("foreach_batch_append.py", False),
+                                           ("onceflow_sink_job.py", True)])  # fmt: skip
+def test_spark_job_is_proved(job: str, held: bool, tmp_path: Path) -> None:
+    proof = spark_example(job, tmp_path)
     assert proof.held is held, proof.verdict()
+
+
+def test_a_spark_sink_step_is_a_kill_point(tmp_path: Path) -> None:
+    """A named step of onceflow's database sink (after its commit of batch 2): the whole job
+    (driver, JVM and the Python worker that reached the step) is SIGKILLed there, restarted,
+    and the output is exact."""
+    proof = spark_example("onceflow_sink_job.py", tmp_path, kills="database.after_commit:2")
+    (trial,) = proof.trials
+    (landing,) = trial.run.landings
+    assert landing.landed, landing.note
+    assert proof.held and proof.complete, proof.verdict()
 
 
 @pytest.mark.skipif(not STRESS, reason="long (a JVM per life): make stress")
 def test_spark_foreach_batch_replay_reproduces_the_duplicates_10_times(tmp_path: Path) -> None:
     for replay in range(10):
-        proof = prove(
-            "spark",
-            command=["foreach_batch_append.py"],
-            directory=SPARK,
-            input_topic="orders",
-            outputs=["table:orders"],
-            schema=SPARK / "schema.sql",
-            work_dir=tmp_path / f"replay{replay}",
-            records=60,
-            seed=3,
-            kills="progress:10",
-            stall_s=600,
-        )
+        proof = spark_example("foreach_batch_append.py", tmp_path / f"replay{replay}")
         assert not proof.held, f"replay {replay} held"
 
 
@@ -212,8 +214,12 @@ def test_the_orders_pipeline_is_proved_unchanged(tmp_path: Path) -> None:
 
 
 def run_cli(*args: str, tmp_path: Path) -> subprocess.CompletedProcess[str]:
+    """``onceflow prove ARGS`` with ``--work-dir`` before the pipeline's own ``--``."""
+    words = list(args)
+    at = words.index("--") if "--" in words else len(words)
+    words[at:at] = ["--work-dir", str(tmp_path)]
     return subprocess.run(
-        [sys.executable, "-m", "onceflow", "prove", *args, "--work-dir", str(tmp_path)],
+        [sys.executable, "-m", "onceflow", "prove", *words],
         capture_output=True, text=True, timeout=180, cwd=EXAMPLES / "command",
     )  # fmt: skip
 
@@ -235,6 +241,13 @@ BAD_INPUT = [
      "wrote no output in 3 s"),
     ([*COMMAND, "--id-field", "order_id", "--quick", "--kills", "progress:5", "--",
       sys.executable, "sqlite_offsets_consumer.py"], "wrong mapping: column 'order_id'"),
+    (["command", "--input", "orders", "--output", "table:orderz", "--schema", "schema.sql",
+      "--timeout", "5", "--", sys.executable, "sqlite_offsets_consumer.py"],
+     "table 'orderz' is not in its database (it has offsets, orders)"),
+    (["command", "--input", "payments", "--output", "table:orders", "--timeout", "8", "--",
+      sys.executable, "subscribe_consumer.py", "--mode", "fixed", "--input", "orders",
+      "--db", "{database_path}"],
+     "it never asked for 'payments', only for orders: is --input the topic it consumes?"),
 ]  # fmt: skip
 
 
@@ -247,4 +260,15 @@ def test_bad_input_is_one_line_exit_2_and_nothing_left(
     errors = [line for line in result.stderr.splitlines() if line.startswith("error: ")]
     assert len(errors) == 1 and message in errors[0], result.stderr
     assert leftovers(str(tmp_path)) == []  # no broker of this run
-    assert leftovers("time.sleep(987.25)") == []
+    if "time.sleep(987.25)" in " ".join(args):  # nor the pipeline (only this test runs it)
+        assert leftovers("time.sleep(987.25)") == []
+
+
+def test_a_cluster_prove_cannot_reach_is_its_own_failure_exit_5(tmp_path: Path) -> None:
+    result = run_cli(*COMMAND, "--bootstrap", "127.0.0.1:1", "--", sys.executable,
+                     "sqlite_offsets_consumer.py", tmp_path=tmp_path)  # fmt: skip
+    assert result.returncode == 5, result.stderr
+    errors = [line for line in result.stderr.splitlines() if line.startswith("error: ")]
+    assert len(errors) == 1, result.stderr
+    assert errors[0].startswith("error: prove could not run the proof: cannot reset")
+    assert "is the cluster up" in errors[0]

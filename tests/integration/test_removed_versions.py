@@ -14,7 +14,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from onceflow.protocol.client import WireClient
 from onceflow.protocol.codec import build, element, request_class
 from onceflow.protocol.errors import ErrorCode
-from onceflow.testing import BrokerProcess
+from onceflow.testing import PluginBroker
 
 TOPIC = "removed-versions"  # made by the fixture: each test runs alone (pytest-xdist)
 CREATED = "removed-versions-created"
@@ -22,13 +22,11 @@ GROUP = "removed-versions-group"
 
 
 @pytest.fixture(scope="module")
-def client(tmp_path_factory) -> Iterator[WireClient]:
-    process = BrokerProcess(tmp_path_factory.mktemp("removed-versions") / "data").start()
-    admin = AdminClient({"bootstrap.servers": process.bootstrap})
+def client(kafka_module_broker: PluginBroker) -> Iterator[WireClient]:
+    admin = AdminClient({"bootstrap.servers": kafka_module_broker.bootstrap})
     admin.create_topics([NewTopic(TOPIC, 2, 1)])[TOPIC].result(30)
-    with WireClient(process.bootstrap) as client:
+    with WireClient(kafka_module_broker.bootstrap) as client:
         yield client
-    process.stop()
 
 
 def nested(api_key: int, version: int, *path: str) -> list[type]:

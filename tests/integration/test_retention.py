@@ -17,14 +17,9 @@ from kio.schema.delete_records.v2.request import (
 from onceflow.log.batch import iter_headers
 from onceflow.protocol.client import WireClient
 from onceflow.testing import BrokerProcess
-from tests.integration.wire import (
-    create_topic,
-    fetch,
-    fetch_values,
-    list_offset,
-    produce,
-    record_batch,
-)
+from tests.kit.batches import record_batch
+from tests.kit.wait import wait_until
+from tests.kit.wire import create_topic, fetch, fetch_values, list_offset, produce
 
 FAST_RETENTION = {"log.retention.check.interval.ms": "50"}
 HOUR_MS = 3_600_000
@@ -46,13 +41,6 @@ def earliest(client: WireClient, topic: str) -> int:
     code, offset, _ = list_offset(client, topic, 0, -2)
     assert code == 0
     return offset
-
-
-def wait_until(condition, timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.02)
 
 
 def fill(client: WireClient, topic: str, count: int, start: int = 0, timestamp_ms=None):
@@ -110,7 +98,7 @@ def test_retention_by_size_deletes_oldest_segments(broker):
     with WireClient(broker.bootstrap) as client:
         create_topic(client, "sized", configs={"segment.bytes": "1000", "retention.bytes": "3000"})
         fill(client, "sized", 80)
-        wait_until(lambda: earliest(client, "sized") > 0)
+        wait_until(lambda: earliest(client, "sized") > 0, 10, 0.02)
         time.sleep(0.2)  # a few more retention passes: nothing more should go
         files = segments(broker, "sized")
         total = sum(path.stat().st_size for path in files)
@@ -138,7 +126,7 @@ def test_retention_by_time_deletes_expired_segments_but_never_the_active_one(bro
         # Old records (two hours ago), then fresh ones.
         fill(client, "timed", 30, timestamp_ms=lambda n: now - 2 * HOUR_MS + n)
         fill(client, "timed", 30, start=30, timestamp_ms=lambda n: now + n)
-        wait_until(lambda: earliest(client, "timed") > 0)
+        wait_until(lambda: earliest(client, "timed") > 0, 10, 0.02)
         time.sleep(0.2)
         start = earliest(client, "timed")
         assert start <= 30, "a segment holding fresh records was deleted"

@@ -11,21 +11,21 @@ import threading
 import time
 
 import pytest
-from confluent_kafka import Consumer, Producer
+from confluent_kafka import Consumer
 from prometheus_client import CollectorRegistry
 
 from onceflow.patterns import Runner, RunnerConfig
 from onceflow.patterns.metrics import expose_metrics
 from onceflow.testing import unique_name
+from tests.kit.clients import produce
 
 RECORDS = 40
 
 
-def produce(bootstrap: str, topic: str, count: int) -> None:
-    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
-    for n in range(count):
-        producer.produce(topic, key=f"k{n % 4}", value=json.dumps({"n": n}))
-    assert producer.flush(10) == 0
+def produce_json(bootstrap: str, topic: str, count: int) -> None:
+    """``count`` JSON records {"n": n}, keyed k0 to k3 in turn."""
+    values = [json.dumps({"n": n}) for n in range(count)]
+    produce(bootstrap, topic, values, keys=[f"k{n % 4}" for n in range(count)])
 
 
 def at_least_once(bootstrap: str, topic: str, group: str, **extra) -> RunnerConfig:
@@ -52,7 +52,7 @@ def test_idle_exit_waits_for_partitions_then_drains_them(
     bootstrap = kafka_module_broker.bootstrap
     topic = kafka_topic_factory(partitions=1, broker=kafka_module_broker)
     group = unique_name("waiting")
-    produce(bootstrap, topic, RECORDS)
+    produce_json(bootstrap, topic, RECORDS)
     holder = Consumer(
         {"bootstrap.servers": bootstrap, "group.id": group, "session.timeout.ms": 6000}
     )
@@ -94,7 +94,7 @@ def test_counters_as_prometheus_metrics(kafka_module_broker, kafka_topic_factory
     bootstrap = kafka_module_broker.bootstrap
     topic = kafka_topic_factory(partitions=2, broker=kafka_module_broker)
     dead_letters = kafka_topic_factory(partitions=1, broker=kafka_module_broker)
-    produce(bootstrap, topic, RECORDS)
+    produce_json(bootstrap, topic, RECORDS)
 
     owned_while_running = []
 

@@ -5,29 +5,19 @@ from __future__ import annotations
 
 import datetime
 import uuid
-from collections.abc import Iterator
 
 import pytest
 from confluent_kafka import Consumer, Producer
 from kio.schema.delete_topics.v6.request import DeleteTopicsRequest, DeleteTopicState
-from kio.schema.fetch.v13.request import FetchPartition, FetchRequest, FetchTopic
 from kio.schema.metadata.v12.request import MetadataRequest, MetadataRequestTopic
-from kio.static.primitive import i32, i64
 
 from onceflow.protocol.client import WireClient
 from onceflow.protocol.errors import ErrorCode
-from onceflow.testing import BrokerProcess
-from tests.integration.wire import create_topic, decode
+from tests.kit.batches import decode
+from tests.kit.wire import create_topic, fetch_topic
 
 # One broker for the module: keep its tests on one xdist worker.
 pytestmark = pytest.mark.xdist_group("topic-ids")
-
-
-@pytest.fixture(scope="module")
-def broker(tmp_path_factory) -> Iterator[BrokerProcess]:
-    process = BrokerProcess(tmp_path_factory.mktemp("topic-ids") / "data").start()
-    yield process
-    process.stop()
 
 
 def topic_id_of(client: WireClient, name: str) -> uuid.UUID:
@@ -52,23 +42,7 @@ def metadata_by_id(client: WireClient, topic_id: uuid.UUID) -> tuple[ErrorCode, 
 
 
 def fetch_by_id(client: WireClient, topic_id: uuid.UUID) -> tuple[uuid.UUID, ErrorCode, bytes]:
-    response = client.request(
-        FetchRequest,
-        max_wait=datetime.timedelta(milliseconds=10),
-        min_bytes=i32(1),
-        topics=(
-            FetchTopic(
-                topic_id=topic_id,
-                partitions=(
-                    FetchPartition(
-                        partition=i32(0), fetch_offset=i64(0), partition_max_bytes=i32(1 << 20)
-                    ),
-                ),
-            ),
-        ),
-        forgotten_topics_data=(),
-    )
-    (topic,) = response.responses
+    topic = fetch_topic(client, topic_id)
     (partition,) = topic.partitions
     return topic.topic_id, partition.error_code, partition.records or b""
 
@@ -119,8 +93,8 @@ def test_librdkafka_consumes_with_the_newest_fetch(broker) -> None:
     assert max(versions) >= 13, versions
 
 
-def test_delete_topics_by_id_and_ids_survive_a_restart(kafka_broker) -> None:
-    with WireClient(kafka_broker.bootstrap) as client:
+def test_delete_topics_by_id_and_ids_survive_a_restart(kafka_broker_process) -> None:
+    with WireClient(kafka_broker_process.bootstrap) as client:
         assert create_topic(client, "kept")[0] == 0
         assert create_topic(client, "dropped")[0] == 0
         kept, dropped = topic_id_of(client, "kept"), topic_id_of(client, "dropped")
@@ -131,8 +105,8 @@ def test_delete_topics_by_id_and_ids_survive_a_restart(kafka_broker) -> None:
         )
         (result,) = response.responses
         assert (result.error_code, result.name, result.topic_id) == (0, "dropped", dropped)
-    kafka_broker.restart(kill=True)
-    with WireClient(kafka_broker.bootstrap) as client:
+    kafka_broker_process.restart(kill=True)
+    with WireClient(kafka_broker_process.bootstrap) as client:
         assert topic_id_of(client, "kept") == kept
         assert metadata_by_id(client, kept) == (ErrorCode.none, "kept")
         assert metadata_by_id(client, dropped)[0] == ErrorCode.unknown_topic_id

@@ -25,23 +25,21 @@ from typing import IO
 
 import pytest
 from click.testing import CliRunner
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import (
     AdminClient,
-    AlterConfigOpType,
-    ConfigEntry,
-    ConfigResource,
     ConfigSource,
-    NewTopic,
     ResourceType,
 )
 
 from onceflow import topics
 from onceflow.cli import main
-from onceflow.testing import BrokerProcess
+from onceflow.testing import BrokerProcess, unique_name
 from onceflow.topics import ConfirmationRequired, PlanError, SpecError, TopicsError
 from onceflow.topics.lock import LOCK_GROUP, LOCK_TOPIC
 from onceflow.topics.plan import AddPartitions, AlterConfigs, CreateTopic, DeleteTopic
+from tests.integration.console_script import assert_one_line_error, onceflow
+from tests.kit.clients import alter_configs, config_op, create_topic, describe_configs, produce
 
 ROOT = Path(__file__).resolve().parents[2]
 DEMO_TOPICS = ROOT / "examples" / "orders" / "topics.yaml"
@@ -77,8 +75,7 @@ class ClusterView:
 
     def configs(self, topic: str) -> dict[str, tuple[str | None, int]]:
         """name -> (value, source) as DescribeConfigs answers."""
-        resource = ConfigResource(ResourceType.TOPIC, topic)
-        entries = self.admin.describe_configs([resource])[resource].result(timeout=10)
+        entries = describe_configs(self.admin, ResourceType.TOPIC, topic)
         return {name: (entry.value, entry.source) for name, entry in entries.items()}
 
     def override(self, topic: str, name: str) -> str | None:
@@ -87,16 +84,11 @@ class ClusterView:
         return value if source == DYNAMIC else None
 
     def create(self, name: str, partitions: int, config: dict[str, str] | None = None) -> None:
-        new = NewTopic(name, num_partitions=partitions, config=config or {})
-        self.admin.create_topics([new])[name].result(timeout=10)
+        create_topic(self.bootstrap, name, partitions, **(config or {}))
 
     def alter(self, topic: str, configs: dict[str, str]) -> None:
-        entries = [
-            ConfigEntry(name, value, incremental_operation=AlterConfigOpType.SET)
-            for name, value in configs.items()
-        ]
-        resource = ConfigResource(ResourceType.TOPIC, topic, incremental_configs=entries)
-        self.admin.incremental_alter_configs([resource])[resource].result(timeout=10)
+        entries = [config_op(name, value) for name, value in configs.items()]
+        alter_configs(self.admin, ResourceType.TOPIC, topic, *entries)
 
     def groups(self) -> list[str]:
         return [group.group_id for group in self.admin.list_consumer_groups().result().valid]
@@ -134,11 +126,9 @@ def cluster(kafka_broker: BrokerProcess) -> Iterator[ClusterView]:
     gc.collect()
 
 
-def produce(bootstrap: str, topic: str, keys: list[bytes | None]) -> None:
-    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all"})
-    for number, key in enumerate(keys):
-        producer.produce(topic, f"value-{number}".encode(), key)
-    assert producer.flush(10) == 0
+def produce_keyed(bootstrap: str, topic: str, keys: list[bytes | None]) -> None:
+    """One record per key, valued value-0, value-1, ..."""
+    produce(bootstrap, topic, [f"value-{n}".encode() for n in range(len(keys))], keys=keys)
 
 
 def write_spec(tmp_path: Path, text: str, name: str = "topics.yaml") -> Path:
@@ -373,7 +363,7 @@ def test_plan_shows_every_kind_of_change_and_what_cannot_be_done(kafka_broker, c
 
 def test_no_command_shrinks_partitions(kafka_broker, cluster, tmp_path):
     cluster.create("events", 4)
-    produce(kafka_broker.bootstrap, "events", [b"a", b"b", b"c"])
+    produce_keyed(kafka_broker.bootstrap, "events", [b"a", b"b", b"c"])
     spec = write_spec(tmp_path, "topics:\n  events:\n    partitions: 2\n")
     for command in ("plan", "migrate", "repartition"):
         result = topics_cli(command, spec, kafka_broker.bootstrap)
@@ -382,8 +372,42 @@ def test_no_command_shrinks_partitions(kafka_broker, cluster, tmp_path):
     with pytest.raises(PlanError) as refused:
         topics.migrate(spec, kafka_broker.bootstrap)
     assert refused.value.plan.errors[0].startswith("events: cannot shrink from 4 to 2")
+    message = str(refused.value)  # one line, for callers that print it (the orders demo)
+    assert "\n" not in message, message
+    assert message.startswith(f"{spec}: refused, nothing was changed: events: cannot shrink")
     assert cluster.partitions("events") == 4
     assert cluster.records("events") == 3
+
+
+def test_a_refused_plan_names_the_environment_of_the_file_that_matches(
+    kafka_broker, cluster, tmp_path
+):
+    """Topics made under one environment, the file applied without one: the refusal says
+    which environment to choose (item 9 of issue 33: the demo's RF 3 topics)."""
+    cluster.create("events", 4)
+    spec = write_spec(
+        tmp_path,
+        """
+        topics:
+          events:
+            partitions: 2
+        environments:
+          big:
+            topics:
+              events:
+                partitions: 4
+        """,
+    )
+    with pytest.raises(PlanError) as refused:
+        topics.migrate(spec, kafka_broker.bootstrap)
+    assert str(refused.value).endswith(
+        "the file's environment 'big' matches the cluster: choose it "
+        "(--env big, ONCEFLOW_ENV=big, env='big')"
+    ), str(refused.value)
+    result = topics_cli("migrate", spec, kafka_broker.bootstrap)
+    assert result.returncode == 1, output(result)
+    assert "hint: the file's environment 'big' matches the cluster" in result.stdout
+    assert topics.migrate(spec, kafka_broker.bootstrap, env="big").errors == []
 
 
 # --------------------------------------------------------------------------- align, repartition
@@ -434,9 +458,11 @@ def test_repartition_adds_partitions_only_and_warns_about_keyed_data(
     cluster.create("unkeyed", 2)
     cluster.create("empty", 2)
     cluster.create("declared", 1)
-    produce(kafka_broker.bootstrap, "keyed", [f"customer-{n % 3}".encode() for n in range(10)])
-    produce(kafka_broker.bootstrap, "unkeyed", [None] * 4)
-    produce(kafka_broker.bootstrap, "declared", [None] * 2)
+    produce_keyed(
+        kafka_broker.bootstrap, "keyed", [f"customer-{n % 3}".encode() for n in range(10)]
+    )
+    produce_keyed(kafka_broker.bootstrap, "unkeyed", [None] * 4)
+    produce_keyed(kafka_broker.bootstrap, "declared", [None] * 2)
     spec = write_spec(
         tmp_path,
         """
@@ -510,7 +536,7 @@ def test_delete_and_reset_need_yes_and_do_what_they_say(kafka_broker, cluster):
     bootstrap = kafka_broker.bootstrap
     assert topics_cli("migrate", DEMO_TOPICS, bootstrap).returncode == 0
     cluster.create("other", 1)
-    produce(bootstrap, "orders", [b"store-1"] * 5)
+    produce_keyed(bootstrap, "orders", [b"store-1"] * 5)
     cluster.alter("orders", {"retention.ms": "1000"})  # drift that reset must undo
     for command in ("delete", "reset"):
         refused = topics_cli(command, DEMO_TOPICS, bootstrap)
@@ -862,7 +888,7 @@ def test_python_api(kafka_broker, cluster, caplog):
     again = topics.migrate(spec, bootstrap)
     assert not again.has_changes and again.unchanged == ["payments", "audit"]
 
-    produce(bootstrap, "payments", [b"account-1", b"account-2"])
+    produce_keyed(bootstrap, "payments", [b"account-1", b"account-2"])
     grown = "topics:\n  payments:\n    partitions: 4\n    config:\n      retention.ms: 120000\n"
     with caplog.at_level(logging.WARNING, logger="onceflow.topics"):
         changed = topics.migrate(grown, bootstrap)  # YAML text works as well
@@ -922,3 +948,77 @@ def test_the_demo_applies_its_topics_file_with_migrate(kafka_broker, cluster):
     assert cluster.override("order-confirmations", "retention.ms") == "259200000"
     check = topics_cli("plan", DEMO_TOPICS, kafka_broker.bootstrap, "--detailed-exitcode")
     assert check.returncode == 0, output(check)
+
+
+# --------------------------------------------------- one topic, as kafka-topics does it
+
+
+def test_create_alter_and_delete_one_topic_like_kafka_topics(kafka_module_broker):
+    """kafka-topics' --create/--alter/--delete ergonomics beside the topics file: name a
+    topic, give --partitions, --replication-factor and --config (the installed script)."""
+    bootstrap = ("--bootstrap", kafka_module_broker.bootstrap)
+    view = ClusterView(kafka_module_broker.bootstrap)
+    name = unique_name("orders2")
+    created = onceflow(
+        "topics", "create", name, "--partitions", "3", "--replication-factor", "1",
+        "--config", "retention.ms=3600000", "--config", "cleanup.policy=compact", *bootstrap,
+    )  # fmt: skip
+    assert (created.returncode, created.stderr) == (0, ""), output(created)
+    assert created.stdout == f"created topic {name}: 3 partitions, replication factor 1\n"
+    assert view.partitions(name) == 3
+    assert view.override(name, "retention.ms") == "3600000"
+    assert view.override(name, "cleanup.policy") == "compact"
+
+    again = onceflow("topics", "create", name, "--partitions", "3", *bootstrap)
+    assert assert_one_line_error(again, 1) == f"error: topic '{name}' already exists"
+    tolerated = onceflow("topics", "create", name, "--if-not-exists", *bootstrap)
+    assert tolerated.returncode == 0, output(tolerated)
+    assert tolerated.stdout == f"topic {name} already exists: left as it is\n"
+
+    defaults = unique_name("defaults")  # the broker's num.partitions, as kafka-topics does
+    made = onceflow("topics", "create", defaults, *bootstrap)
+    assert made.stdout == f"created topic {defaults}: 1 partition, replication factor 1\n"
+    for options, code, message in [
+        (["--config", "no.such.config=1"], 2, "INVALID_CONFIG"),
+        (["--replication-factor", "3"], 2, "INVALID_REPLICATION_FACTOR"),
+    ]:
+        refused = onceflow("topics", "create", unique_name("bad"), *options, *bootstrap)
+        assert message in assert_one_line_error(refused, code), options
+
+    grown = onceflow("topics", "alter", name, "--partitions", "5", *bootstrap)
+    assert grown.returncode == 0, output(grown)
+    assert grown.stdout == f"topic {name} now has 5 partitions\n"
+    assert "per-key order" in grown.stderr  # Kafka warns about keyed data too
+    assert view.partitions(name) == 5
+    shrink = onceflow("topics", "alter", name, "--partitions", "2", *bootstrap)
+    assert "INVALID_PARTITIONS" in assert_one_line_error(shrink, 2)
+
+    unconfirmed = onceflow("topics", "delete", name, *bootstrap)
+    assert assert_one_line_error(unconfirmed, 1) == (
+        f"error: deleting topic {name} deletes its data: add --yes to do it"
+    )
+    assert name in view.topics()
+    deleted = onceflow("topics", "delete", name, defaults, "--yes", *bootstrap)
+    assert deleted.returncode == 0, output(deleted)
+    assert deleted.stdout == f"deleted topic {name}\ndeleted topic {defaults}\n"
+    assert not {name, defaults} & view.topics()
+
+    for command in (["delete", "--yes"], ["alter", "--partitions", "9"]):
+        missing = onceflow("topics", command[0], name, *command[1:], *bootstrap)
+        assert assert_one_line_error(missing, 1) == f"error: topic '{name}' does not exist"
+        tolerated = onceflow("topics", command[0], name, *command[1:], "--if-exists", *bootstrap)
+        assert (tolerated.returncode, tolerated.stderr) == (0, ""), output(tolerated)
+
+
+def test_one_topic_options_and_topics_file_options_do_not_mix(tmp_path):
+    spec = write_spec(tmp_path, "topics:\n  a:\n    partitions: 1\n")
+    for args, message in [
+        (["create", "--partitions", "3"], "--partitions needs a TOPIC"),
+        (["create", "t", "--file", str(spec)], "--file applies to the topics file"),
+        (["delete", "--if-exists"], "--if-exists needs a TOPIC"),
+        (["create", "t", "--config", "novalue"], "expected KEY=VALUE, got 'novalue'"),
+        (["alter", "t"], "Missing option '--partitions'"),
+    ]:
+        result = onceflow("topics", *args, "--bootstrap", "127.0.0.1:9")
+        assert result.returncode == 2, output(result)
+        assert message in result.stderr, output(result)

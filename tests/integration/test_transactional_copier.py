@@ -71,7 +71,7 @@ BROKER_CONFIGS = {
 
 @pytest.mark.parametrize("protocol", ["classic", "consumer"])
 def test_transactional_copy_is_exactly_once_under_kills(kafka_broker_factory, tmp_path, protocol):
-    kafka_broker = kafka_broker_factory(config=BROKER_CONFIGS[protocol])
+    kafka_broker = kafka_broker_factory(config=BROKER_CONFIGS[protocol], process=True)
     bootstrap = kafka_broker.bootstrap
     admin = AdminClient({"bootstrap.servers": bootstrap})
     for future in admin.create_topics(

@@ -10,7 +10,6 @@ import uuid
 
 import pytest
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
 from kio.schema.add_partitions_to_txn.v3.request import (
     AddPartitionsToTxnRequest,
     AddPartitionsToTxnTopic,
@@ -26,14 +25,9 @@ from kio.schema.txn_offset_commit.v3.request import (
 
 from onceflow.log.batch import iter_headers, read_key_values
 from onceflow.protocol.client import WireClient
+from tests.kit.clients import create_topic
 
 FAST_TIMEOUTS = {"transaction.abort.timed.out.transaction.cleanup.interval.ms": "200"}
-
-
-def create_topic(bootstrap: str, name: str, partitions: int = 1) -> None:
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    for future in admin.create_topics([NewTopic(name, partitions, 1)]).values():
-        future.result(10)
 
 
 def transactional_producer(bootstrap: str, transactional_id: str, **extra) -> Producer:
@@ -190,8 +184,8 @@ def test_transaction_timeout_aborts_silent_producer(kafka_broker_factory):
         assert response.producer_epoch >= 2  # bumped by the timeout, then by this init
 
 
-def test_transactions_survive_broker_kill(kafka_broker):
-    bootstrap = kafka_broker.bootstrap
+def test_transactions_survive_broker_kill(kafka_broker_process):
+    bootstrap = kafka_broker_process.bootstrap
     create_topic(bootstrap, "durable-tx")
     producer = transactional_producer(bootstrap, "txn-durable")
     producer.begin_transaction()
@@ -201,13 +195,13 @@ def test_transactions_survive_broker_kill(kafka_broker):
     # An open transaction survives a coordinator crash and can still be committed.
     producer.begin_transaction()
     send(producer, "durable-tx", ["open-at-crash"])
-    kafka_broker.restart(kill=True)
+    kafka_broker_process.restart(kill=True)
     producer.commit_transaction(30)
 
     # An orphaned transaction is aborted when a new incarnation fences the old one.
     producer.begin_transaction()
     send(producer, "durable-tx", ["orphaned"])
-    kafka_broker.restart(kill=True)
+    kafka_broker_process.restart(kill=True)
     replacement = transactional_producer(bootstrap, "txn-durable")
     replacement.begin_transaction()
     send(replacement, "durable-tx", ["committed-3"])
@@ -246,8 +240,8 @@ def _drop_last_complete_record(data_dir, transactional_id: str) -> None:
         snapshot.unlink()
 
 
-def test_commit_whose_complete_record_was_lost_is_completed_again(kafka_broker):
-    bootstrap = kafka_broker.bootstrap
+def test_commit_whose_complete_record_was_lost_is_completed_again(kafka_broker_process):
+    bootstrap = kafka_broker_process.bootstrap
     create_topic(bootstrap, "lost-complete", 2)
     create_topic(bootstrap, "lost-complete-input")
     group = Consumer({"bootstrap.servers": bootstrap, "group.id": "lost-complete-group"})
@@ -262,9 +256,9 @@ def test_commit_whose_complete_record_was_lost_is_completed_again(kafka_broker):
     del producer
     # A crash, not a clean stop: a clean stop records everything as durable (recovery
     # point), and a log cut below its recovery point is damage, not a lost tail.
-    kafka_broker.kill()
-    _drop_last_complete_record(kafka_broker.data_dir, "txn-lost-complete")
-    kafka_broker.start()  # recovery finds PrepareCommit and writes the markers again
+    kafka_broker_process.kill()
+    _drop_last_complete_record(kafka_broker_process.data_dir, "txn-lost-complete")
+    kafka_broker_process.start()  # recovery finds PrepareCommit and writes the markers again
 
     expected = [b"v0", b"v2", b"v4", b"v1", b"v3", b"v5"]
     assert sorted(read_values(bootstrap, "lost-complete", "read_committed", 6, partitions=2)) == (

@@ -5,65 +5,39 @@ Java producer sends them, and the outcome is read back with confluent-kafka."""
 from __future__ import annotations
 
 import datetime
-import io
-from collections.abc import Iterator
 
 import pytest
 from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
-from kio.records.schema import NewRecordBatch, Record
-from kio.records.writers import write_new_batch
 from kio.schema.api_versions.v4.request import ApiVersionsRequest
 from kio.schema.end_txn.v3.request import EndTxnRequest as EndTxnV3
 from kio.schema.end_txn.v5.request import EndTxnRequest
-from kio.schema.init_producer_id.v4.request import InitProducerIdRequest
 from kio.schema.produce import v9, v12
 from kio.schema.txn_offset_commit.v5.request import (
     TxnOffsetCommitRequest,
     TxnOffsetCommitRequestPartition,
     TxnOffsetCommitRequestTopic,
 )
-from kio.static.primitive import TZAwareMicros, i8, i16, i32, i64
+from kio.static.primitive import i16, i32, i64
 
 from onceflow.protocol.client import WireClient
 from onceflow.protocol.errors import ErrorCode
-from onceflow.testing import BrokerProcess
+from onceflow.testing import PluginBroker
+from tests.kit.batches import record_batch
+from tests.kit.wire import init_producer_id
 
 TOPIC = "txn-v2"
 GROUP = "txn-v2-group"
-TRANSACTIONAL = 0x10
 
 # One broker for the module: keep its tests on one xdist worker.
 pytestmark = pytest.mark.xdist_group("transactions-v2")
 
 
 @pytest.fixture(scope="module")
-def broker(tmp_path_factory) -> Iterator[BrokerProcess]:
-    process = BrokerProcess(tmp_path_factory.mktemp("txn-v2") / "data").start()
-    admin = AdminClient({"bootstrap.servers": process.bootstrap})
+def broker(kafka_module_broker: PluginBroker) -> PluginBroker:
+    admin = AdminClient({"bootstrap.servers": kafka_module_broker.bootstrap})
     admin.create_topics([NewTopic(TOPIC, 2, 1)])[TOPIC].result(10)
-    yield process
-    process.stop()
-
-
-def batch(values: list[bytes], producer_id: int, epoch: int, sequence: int) -> bytes:
-    stamp = TZAwareMicros.parse(datetime.datetime.now(datetime.UTC))
-    records = tuple(
-        Record(attributes=i8(0), timestamp=stamp, offset=i64(i), key=None, value=v, headers=())
-        for i, v in enumerate(values)
-    )
-    buffer = io.BytesIO()
-    write_new_batch(
-        buffer,
-        NewRecordBatch(
-            producer_id=i64(producer_id),
-            producer_epoch=i16(epoch),
-            base_sequence=i32(sequence),
-            attributes=i16(TRANSACTIONAL),
-            records=records,
-        ),
-    )
-    return buffer.getvalue()
+    return kafka_module_broker
 
 
 class Producer:
@@ -71,22 +45,16 @@ class Producer:
 
     def __init__(self, client: WireClient, transactional_id: str) -> None:
         self.client, self.transactional_id = client, transactional_id
-        answer = client.request(
-            InitProducerIdRequest,
-            transactional_id=transactional_id,
-            transaction_timeout=datetime.timedelta(seconds=60),
-            producer_id=i64(-1),
-            producer_epoch=i16(-1),
-        )
-        assert answer.error_code == ErrorCode.none
-        self.producer_id, self.epoch = answer.producer_id, answer.producer_epoch
+        self.producer_id, self.epoch = init_producer_id(client, transactional_id)
         self.sequences = {0: 0, 1: 0}
 
     def produce(
         self, partition: int, *values: bytes, epoch: int | None = None, version=v12.request
     ) -> ErrorCode:
         epoch = self.epoch if epoch is None else epoch
-        records = batch(list(values), self.producer_id, epoch, self.sequences[partition])
+        records = record_batch(
+            list(values), self.producer_id, epoch, self.sequences[partition], transactional=True
+        )
         answer = self.client.request(
             version.ProduceRequest,
             transactional_id=self.transactional_id,

@@ -6,13 +6,17 @@ import json
 import sqlite3
 import subprocess
 import sys
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
 
 import pytest
 from click.testing import CliRunner
 from confluent_kafka import Producer
-from confluent_kafka.admin import AdminClient, NewTopic
 
 from onceflow.cli import main
+from onceflow.db import connect
+from onceflow.kafka_cluster.ports import free_port
 from onceflow.testing import unique_name
 from onceflow.verify.sources import (
     READ_UNCOMMITTED,
@@ -20,16 +24,12 @@ from onceflow.verify.sources import (
     topic_ranges,
     transaction_outcomes,
 )
+from tests.integration.console_script import assert_one_line_error, onceflow
+from tests.kit.clients import create_topic
+from tests.postgres import postgres_server, postgres_url  # noqa: F401  (fixtures)
 
 EVENTS = 40
 STORES = 4
-
-
-def create_topics(bootstrap: str, *names: str, partitions: int = 3) -> None:
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    futures = admin.create_topics([NewTopic(name, partitions, 1) for name in names])
-    for future in futures.values():
-        future.result(10)
 
 
 def event(n: int, **extra: object) -> dict[str, bytes]:
@@ -93,9 +93,23 @@ def verify(*args: str, bootstrap: str) -> tuple[int, str]:
     return result.exit_code, result.output
 
 
+def verify_with_report(tmp_path: Path, *args: str, bootstrap: str) -> tuple[int, str, Any]:
+    """``verify`` with a JSON report file: the exit code, the output and the report (None
+    when none was written)."""
+    path = tmp_path / "report.json"
+    code, output = verify(*args, "--json", str(path), bootstrap=bootstrap)
+    return code, output, json.loads(path.read_text()) if path.exists() else None
+
+
+def table_options(url: str) -> tuple[str, ...]:
+    """The options naming the output table, orders_out of the database at ``url``."""
+    return ("--database-url", url, "--table", "orders_out")
+
+
 @pytest.fixture
 def broker_with_input(kafka_broker):
-    create_topics(kafka_broker.bootstrap, "orders", "out")
+    for name in ("orders", "out"):
+        create_topic(kafka_broker.bootstrap, name, 3)
     write_input(kafka_broker.bootstrap)
     return kafka_broker
 
@@ -114,21 +128,11 @@ def test_clean_table_and_topic_pass(broker_with_input, tmp_path):
     producer.flush(10)
     producer.abort_transaction(10)
 
-    report_path = tmp_path / "report.json"
-    code, output = verify(
-        "--database-url",
-        url,
-        "--table",
-        "orders_out",
-        "--output-topic",
-        "out",
-        "--json",
-        str(report_path),
-        bootstrap=bootstrap,
+    code, output, report = verify_with_report(
+        tmp_path, *table_options(url), "--output-topic", "out", bootstrap=bootstrap
     )
     assert code == 0, output
     assert "no anomalies" in output
-    report = json.loads(report_path.read_text())
     assert report["ok"] is True
     assert report["input"] == {
         "records": EVENTS,
@@ -152,19 +156,9 @@ def test_table_anomalies_fail_with_a_report(broker_with_input, tmp_path):
     ids.append(999)  # from the aborted input transaction
     ids.append(4242)  # never in the input
     url = write_table(tmp_path / "out.db", ids)
-    report_path = tmp_path / "report.json"
-    code, output = verify(
-        "--database-url",
-        url,
-        "--table",
-        "orders_out",
-        "--json",
-        str(report_path),
-        bootstrap=bootstrap,
-    )
+    code, output, report = verify_with_report(tmp_path, *table_options(url), bootstrap=bootstrap)
     assert code == 1
     assert "FAIL" in output
-    report = json.loads(report_path.read_text())
     assert report["ok"] is False
     found = sorted((a["kind"], a["id"]) for a in report["anomalies"])
     assert found == [
@@ -175,17 +169,15 @@ def test_table_anomalies_fail_with_a_report(broker_with_input, tmp_path):
         ("unexpected", "4242"),
     ]
     # A query with its own order works too, and reading ORDER BY order_id hides the reorder.
-    code, _ = verify(
+    code, _, report = verify_with_report(
+        tmp_path,
         "--database-url",
         url,
         "--query",
         "SELECT DISTINCT order_id, store FROM orders_out WHERE order_id < 1000 ORDER BY order_id",
-        "--json",
-        str(report_path),
         bootstrap=bootstrap,
     )
     assert code == 1
-    report = json.loads(report_path.read_text())
     assert sorted((a["kind"], a["id"]) for a in report["anomalies"]) == [
         ("aborted_visible", "999"),
         ("missing", "7"),
@@ -302,3 +294,124 @@ def test_two_inputs_and_a_dead_letter_topic(kafka_module_broker, kafka_topic_fac
     ]
     code, report = run(first, dead_letters=True)  # one input: the other's outputs unexpected
     assert code == 1 and report["counts"]["unexpected"] == EVENTS // 2 - 1
+
+
+# ------------------------------------------------- the installed script, one broker
+
+
+@pytest.fixture(scope="module")
+def orders(kafka_module_broker) -> tuple[str, str]:
+    """(bootstrap, topic): EVENTS events keyed by store, in 3 partitions."""
+    bootstrap = kafka_module_broker.bootstrap
+    topic = unique_name("orders")
+    create_topic(bootstrap, topic, 3)
+    producer = Producer({"bootstrap.servers": bootstrap})
+    for n in range(EVENTS):
+        producer.produce(topic, **event(n))
+    assert producer.flush(10) == 0
+    return bootstrap, topic
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def database_url(request, tmp_path) -> str:
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'out.db'}"
+    return request.getfixturevalue("postgres_url")
+
+
+def fill_table(url: str, ids: Iterable[int]) -> None:
+    """orders_out(order_id, store): one row per id, in the order given."""
+    with connect(url) as db:
+        db.script(["CREATE TABLE orders_out (order_id INTEGER, store TEXT)"])
+        rows = [(n, f"s{n % STORES}") for n in ids]
+        with db.transaction() as tx:
+            tx.executemany("INSERT INTO orders_out VALUES (?, ?)", rows)
+
+
+def run_verify_script(orders: tuple[str, str], *args: str) -> subprocess.CompletedProcess:
+    bootstrap, topic = orders
+    return onceflow(
+        "verify", "--bootstrap", bootstrap, "--input", topic, "--id-field", "order_id",
+        "--key-field", "store", "--timeout", "20", *args,
+    )  # fmt: skip
+
+
+def test_a_database_that_cannot_be_opened_is_one_line_and_exit_2(orders, tmp_path):
+    missing_file = tmp_path / "no-such-dir" / "nonexist.db"
+    no_server = f"postgresql://postgres@127.0.0.1:{free_port()}/x"
+    for url, message in [
+        (f"sqlite:///{missing_file}", f"cannot open SQLite database {missing_file}: no such file"),
+        (no_server, "cannot connect to PostgreSQL: connection failed: "),
+    ]:
+        result = run_verify_script(orders, "--database-url", url, "--table", "orders_out")
+        assert assert_one_line_error(result, 2).startswith(f"error: {message}"), url
+    assert "Connection refused" in result.stderr
+
+
+def test_a_table_that_is_not_there_is_one_line_and_exit_2(orders, database_url):
+    fill_table(database_url, range(EVENTS))
+    result = run_verify_script(orders, "--database-url", database_url, "--table", "nosuch")
+    assert assert_one_line_error(result, 2).startswith("error: cannot read table 'nosuch': ")
+
+
+def test_a_mistyped_column_fails_on_every_database(orders, database_url):
+    """SQLite reads ORDER BY "nosuch" as a string and sorts by nothing: still an error."""
+    fill_table(database_url, range(EVENTS))
+    table = table_options(database_url)
+    columns = "(its columns: order_id, store)"
+    for options, message in [
+        (
+            ["--order-by", "nosuch"],
+            f"table 'orders_out' has no column 'nosuch' {columns}: is --order-by spelled right?",
+        ),
+        (
+            ["--output-id-field", "idd"],
+            f"table 'orders_out' has no column 'idd' {columns}: "
+            "is --id-field (or --output-id-field) spelled right?",
+        ),
+        (
+            ["--output-key-field", "shop"],
+            f"table 'orders_out' has no column 'shop' {columns}: "
+            "is --key-field (or --output-key-field) spelled right?",
+        ),
+    ]:
+        result = run_verify_script(orders, *table, *options)
+        assert assert_one_line_error(result, 2) == f"error: {message}", options
+    query = "SELECT order_id FROM orders_out ORDER BY order_id"
+    result = run_verify_script(orders, "--database-url", database_url, "--query", query)
+    assert assert_one_line_error(result, 2) == (
+        "error: the query's result has no column 'store' (its columns: order_id): "
+        "is --key-field (or --output-key-field) spelled right?"
+    )
+    spelled_right = run_verify_script(orders, *table, "--order-by", "order_id")
+    assert spelled_right.returncode == 0, spelled_right.stdout + spelled_right.stderr
+    assert "no anomalies" in spelled_right.stdout
+
+
+def test_input_records_that_repeat_an_id_are_said_plainly(kafka_module_broker, tmp_path):
+    """A producer retry without idempotence repeats ids in the input: the report says how
+    many input records repeat an id, and marks each duplicated output event that is
+    repeated in the input."""
+    bootstrap = kafka_module_broker.bootstrap
+    topic = unique_name("repeats")
+    create_topic(bootstrap, topic, 3)
+    producer = Producer({"bootstrap.servers": bootstrap})
+    for n in [*range(EVENTS), *range(10)]:  # ids 0-9 twice
+        producer.produce(topic, **event(n))
+    assert producer.flush(10) == 0
+    url = f"sqlite:///{tmp_path / 'out.db'}"
+    fill_table(url, [*range(EVENTS), *range(10)])  # the pipeline wrote every record
+    table = table_options(url)
+    result = run_verify_script((bootstrap, topic), *table)
+    assert result.returncode == 1, result.stdout + result.stderr
+    said = " ".join(result.stdout.split())  # as the console wrapped it
+    assert (
+        f"10 input records repeat an id ({EVENTS + 10} records, {EVENTS} distinct ids): "
+        "verify expects each id once in every output" in said
+    ), result.stdout
+    assert "table:orders_out: 10 of its 10 duplicated events repeat an id in the input" in said
+    report = json.loads(run_verify_script((bootstrap, topic), *table, "--json").stdout)
+    assert report["input"]["duplicate_records"] == 10
+    duplicated = [a for a in report["anomalies"] if a["kind"] == "duplicated"]
+    assert sorted(int(a["id"]) for a in duplicated) == list(range(10))
+    assert {a["detail"]["input_copies"] for a in duplicated} == {2}

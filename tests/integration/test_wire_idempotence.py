@@ -13,14 +13,8 @@ from kio.schema.errors import ErrorCode
 
 from onceflow.protocol.client import WireClient
 from onceflow.testing import BrokerProcess
-from tests.integration.wire import (
-    create_topic,
-    fetch_values,
-    init_producer_id,
-    list_offset,
-    produce,
-    record_batch,
-)
+from tests.kit.batches import record_batch
+from tests.kit.wire import create_topic, fetch_values, init_producer_id, list_offset, produce
 
 NONE = int(ErrorCode.none)
 OUT_OF_ORDER = int(ErrorCode.out_of_order_sequence_number)
@@ -28,10 +22,8 @@ INVALID_EPOCH = int(ErrorCode.invalid_producer_epoch)
 
 
 @pytest.fixture
-def broker(tmp_path):
-    process = BrokerProcess(tmp_path / "data").start()
-    yield process
-    process.stop()
+def broker(kafka_broker):
+    return kafka_broker
 
 
 def latest(client: WireClient, topic: str) -> int:

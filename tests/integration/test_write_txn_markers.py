@@ -5,7 +5,6 @@ ids and groups are unique per test."""
 from __future__ import annotations
 
 import resource
-import time
 import uuid
 
 import pytest
@@ -20,6 +19,7 @@ from kio.schema.write_txn_markers.v1.request import (
 
 from onceflow.protocol.client import WireClient
 from onceflow.testing import unique_name
+from tests.kit.clients import consume, values
 
 LONG_TRANSACTION_MS = 600_000  # the coordinator must not abort the open transactions itself
 
@@ -102,23 +102,16 @@ def open_transaction(bootstrap: str, topic: str, value: bytes) -> Producer:
     return producer
 
 
-def read_committed(bootstrap: str, topic: str, expected: int, seconds: float = 5) -> list[bytes]:
-    """The values a read_committed consumer gets, waiting for ``expected`` of them."""
-    consumer = Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": unique_name("reader"),
-            "isolation.level": "read_committed",
-            "enable.auto.commit": False,
-        }
+def read_committed(
+    bootstrap: str, topic: str, expected: int | None = None, seconds: float = 5
+) -> list[bytes | None]:
+    """The values a read_committed consumer gets: ``expected`` of them (failing if fewer
+    come within ``seconds``), or without ``expected`` all it gets until a second passes
+    with nothing new."""
+    messages = consume(
+        bootstrap, topic, expected, partitions=[0], isolation="read_committed", timeout=seconds
     )
-    consumer.assign([TopicPartition(topic, 0, 0)])
-    values: list[bytes] = []
-    deadline = time.monotonic() + seconds
-    while len(values) < expected and time.monotonic() < deadline:
-        values += [m.value() for m in consumer.consume(10, 0.2) if m.error() is None]
-    consumer.close()
-    return values
+    return values(messages)
 
 
 def last_stable_offset(bootstrap: str, topic: str) -> int:
@@ -150,7 +143,7 @@ def test_a_marker_ends_an_open_transaction(bootstrap, topic, committed):
     assert open_transactions(bootstrap, topic)[producer_id] == (epoch, 0, -1)
     # Again: nothing is open any more, so the second marker changes nothing visible.
     assert write_markers(bootstrap, ending) == {key: ErrorCode.none}
-    assert read_committed(bootstrap, topic, len(expected) + 1, seconds=1) == expected
+    assert read_committed(bootstrap, topic) == expected
     del producer
 
 
@@ -212,27 +205,30 @@ def test_an_abort_marker_drops_a_hanging_transactions_offset_commit(bootstrap, t
     del producer
 
 
-def test_a_marker_the_disk_refuses_answers_kafka_storage_error(kafka_module_broker, topic):
+def test_a_marker_the_disk_refuses_answers_kafka_storage_error(
+    kafka_broker_process, kafka_topic_factory
+):
     """RLIMIT_FSIZE fails the broker's write as a full disk would: the marker answers
-    KAFKA_STORAGE_ERROR, leaves no trace, and succeeds once the disk takes writes again."""
-    bootstrap = kafka_module_broker.bootstrap
+    KAFKA_STORAGE_ERROR, leaves no trace, and succeeds once the disk takes writes again.
+    The limit is the broker process's own: it needs a broker in a process of its own."""
+    broker = kafka_broker_process
+    topic = kafka_topic_factory(broker=broker)
+    bootstrap = broker.bootstrap
     producer = open_transaction(bootstrap, topic, b"open")
     ((producer_id, (epoch, _, start)),) = open_transactions(bootstrap, topic).items()
-    segment = sorted((kafka_module_broker.data_dir / f"{topic}-0").glob("*.log"))[-1]
+    segment = sorted((broker.data_dir / f"{topic}-0").glob("*.log"))[-1]
     ending = marker(producer_id, epoch, {topic: (0,)})
     limit = resource.RLIM_INFINITY
-    resource.prlimit(
-        kafka_module_broker.pid, resource.RLIMIT_FSIZE, (segment.stat().st_size, limit)
-    )
+    resource.prlimit(broker.pid, resource.RLIMIT_FSIZE, (segment.stat().st_size, limit))
     try:
         refused = write_markers(bootstrap, ending)
     finally:
-        resource.prlimit(kafka_module_broker.pid, resource.RLIMIT_FSIZE, (limit, limit))
+        resource.prlimit(broker.pid, resource.RLIMIT_FSIZE, (limit, limit))
     assert refused == {(producer_id, topic, 0): ErrorCode.kafka_storage_error}
     assert open_transactions(bootstrap, topic)[producer_id] == (epoch, -1, start)
     assert last_stable_offset(bootstrap, topic) == start
 
     assert write_markers(bootstrap, ending) == {(producer_id, topic, 0): ErrorCode.none}
     assert last_stable_offset(bootstrap, topic) == start + 2  # the aborted record, the marker
-    assert read_committed(bootstrap, topic, 1, seconds=1) == []
+    assert read_committed(bootstrap, topic) == []
     del producer

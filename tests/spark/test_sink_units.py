@@ -13,6 +13,7 @@ from onceflow.spark.database_sink.ledger import LastCommit, TaskWrite, task_writ
 from onceflow.spark.database_sink.options import DatabaseSinkError, parse_database_options
 from onceflow.spark.database_sink.tables import SinkTable, SinkTableError
 from onceflow.spark.kafka_sink.options import KafkaSinkError, parse_kafka_options
+from onceflow.sql_dialect import Dialect
 
 A0, A1 = ("a", 0), ("a", 1)
 
@@ -67,18 +68,18 @@ SCHEMA = StructType(
 
 
 def test_sink_table_modes():
-    table = SinkTable.build("store_revenue", SCHEMA, "accumulate", ("store",), "postgresql")
+    table = SinkTable.build("store_revenue", SCHEMA, "accumulate", ("store",), Dialect.POSTGRESQL)
     sql = table.promote_sql(2)
     assert "SUM(" in sql and "ON CONFLICT" in sql and "COALESCE(onceflow_target" in sql
     assert "ROW_NUMBER()" in SinkTable.build(
-        "t", SCHEMA, "upsert", ("store",), "sqlite"
+        "t", SCHEMA, "upsert", ("store",), Dialect.SQLITE
     ).promote_sql(1)
     with pytest.raises(SinkTableError, match="keyColumns"):
-        SinkTable.build("t", SCHEMA, "upsert", (), "sqlite")
+        SinkTable.build("t", SCHEMA, "upsert", (), Dialect.SQLITE)
     with pytest.raises(SinkTableError, match="accumulate"):
-        SinkTable.build("t", SCHEMA, "accumulate", ("revenue",), "sqlite")  # store is text
+        SinkTable.build("t", SCHEMA, "accumulate", ("revenue",), Dialect.SQLITE)  # store is text
     with pytest.raises(SinkTableError):
-        SinkTable.build("x; drop table y", SCHEMA, "append", (), "sqlite")
+        SinkTable.build("x; drop table y", SCHEMA, "append", (), Dialect.SQLITE)
 
 
 def test_options():
@@ -133,14 +134,14 @@ def _batch(rows: list[tuple]):
 
 def test_direct_rows_are_merged_per_task_and_sorted_by_key():
     batches = [_batch([("b", 5, 1), ("a", 1, 1)]), _batch([("b", 2, 1), ("c", None, 1)])]
-    accumulate = SinkTable.build("t", SCHEMA, "accumulate", ("store",), "sqlite")
+    accumulate = SinkTable.build("t", SCHEMA, "accumulate", ("store",), Dialect.SQLITE)
     assert prepare_rows(accumulate, iter(batches)) == (
         4,
         [("a", 1, 1), ("b", 7, 2), ("c", None, 1)],
     )
-    upsert = SinkTable.build("t", SCHEMA, "upsert", ("store",), "postgresql")
+    upsert = SinkTable.build("t", SCHEMA, "upsert", ("store",), Dialect.POSTGRESQL)
     assert prepare_rows(upsert, iter(batches))[1] == [("a", 1, 1), ("b", 2, 1), ("c", None, 1)]
-    append = SinkTable.build("t", SCHEMA, "append", (), "sqlite")
+    append = SinkTable.build("t", SCHEMA, "append", (), Dialect.SQLITE)
     assert prepare_rows(append, iter(batches))[1] == [
         ("b", 5, 1), ("a", 1, 1), ("b", 2, 1), ("c", None, 1)
     ]  # fmt: skip
@@ -148,10 +149,12 @@ def test_direct_rows_are_merged_per_task_and_sorted_by_key():
 
 
 def test_direct_insert_sql():
-    accumulate = SinkTable.build("t", SCHEMA, "accumulate", ("store",), "sqlite")
+    accumulate = SinkTable.build("t", SCHEMA, "accumulate", ("store",), Dialect.SQLITE)
     sql = accumulate.insert_sql()
     assert 'ON CONFLICT ("store") DO UPDATE SET' in sql
     assert '"revenue" = COALESCE(onceflow_target."revenue", 0) + COALESCE(excluded' in sql
-    upsert = SinkTable.build("t", SCHEMA, "upsert", ("store",), "sqlite").insert_sql()
+    upsert = SinkTable.build("t", SCHEMA, "upsert", ("store",), Dialect.SQLITE).insert_sql()
     assert '"revenue" = excluded."revenue"' in upsert
-    assert "ON CONFLICT" not in SinkTable.build("t", SCHEMA, "append", (), "sqlite").insert_sql()
+    assert (
+        "ON CONFLICT" not in SinkTable.build("t", SCHEMA, "append", (), Dialect.SQLITE).insert_sql()
+    )

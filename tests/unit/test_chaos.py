@@ -7,13 +7,11 @@ import sys
 
 import pytest
 
-from onceflow.patterns import relay
-from onceflow.verify.audit import OutputRecord, Sink, first_copies
-from onceflow.verify.chaos.cells import CellResult, verdict
-from onceflow.verify.chaos.flows import FLOWS, STEP_LABELS, WORK_STEPS
-from onceflow.verify.chaos.harness import Engine, runnable
-from onceflow.verify.chaos.heatmap import COLOURS, cell_colour, draw
-from onceflow.verify.chaos.matrix import (
+from onceflow.chaos.cells import CellResult, verdict
+from onceflow.chaos.flows import FLOWS, STEP_LABELS, WORK_STEPS
+from onceflow.chaos.harness import Engine, runnable
+from onceflow.chaos.heatmap import COLOURS, cell_colour, draw
+from onceflow.chaos.matrix import (
     ChaosMatrix,
     load,
     ordered,
@@ -21,7 +19,7 @@ from onceflow.verify.chaos.matrix import (
     skipped_on_kafka,
     summarize,
 )
-from onceflow.verify.chaos.scenarios import (
+from onceflow.chaos.scenarios import (
     APACHE_KAFKA,
     ARTICLE,
     DUPLICATED,
@@ -32,6 +30,8 @@ from onceflow.verify.chaos.scenarios import (
     SCENARIOS,
     select,
 )
+from onceflow.patterns import relay
+from onceflow.verify.audit import OutputRecord, Sink, first_copies
 
 
 def test_every_article_flow_is_a_row_with_one_cell_per_numbered_step():

@@ -3,33 +3,21 @@
 from __future__ import annotations
 
 import asyncio
-import io
 import struct
 from types import SimpleNamespace
 
 from kio.schema.api_versions.v0.request import ApiVersionsRequest
-from kio.schema.request_header.v1.header import RequestHeader
-from kio.serial import entity_writer
-from kio.static.primitive import i16, i32
 
 import onceflow.broker.handlers  # noqa: F401  (registers the API handlers)
 from onceflow.broker.connection import MAX_IN_FLIGHT, Connection
 from onceflow.config import BrokerConfig
+from tests.kit.wire import encode
 
-BROKER = SimpleNamespace(config=BrokerConfig.from_strings({}))  # what Connection reads
+BROKER = SimpleNamespace(config=BrokerConfig.from_strings({}), traps=None)  # what Connection reads
 
 
 def api_versions_frame(correlation_id: int) -> bytes:
-    buffer = io.BytesIO()
-    header = RequestHeader(
-        request_api_key=i16(18),
-        request_api_version=i16(0),
-        correlation_id=i32(correlation_id),
-        client_id="test",
-    )
-    entity_writer(RequestHeader)(buffer, header)
-    entity_writer(ApiVersionsRequest)(buffer, ApiVersionsRequest())
-    return buffer.getvalue()
+    return encode(ApiVersionsRequest(), correlation_id)
 
 
 class FakeFrames:

@@ -1,15 +1,15 @@
 """The group coordinator's state machine and offset store, without a network.
 
 A coordinator runs on a real LogManager in a temporary directory; timers are driven by
-calling ``tick`` with a synthetic clock, so nothing here sleeps for a session timeout.
+calling ``tick`` on a ManualClock the test advances, so nothing here sleeps.
 """
 
 from __future__ import annotations
 
 import asyncio
-import time
 from pathlib import Path
 
+from onceflow.clock import ManualClock
 from onceflow.config import BrokerConfig
 from onceflow.coordinator.group import GroupCoordinator
 from onceflow.coordinator.group_log import CONSUMER_OFFSETS_TOPIC, java_string_hash, kafka_abs
@@ -40,6 +40,7 @@ from onceflow.log.batch import CONTROL_ABORT, CONTROL_COMMIT
 from onceflow.log.durability import FAIL_ENV
 from onceflow.log.manager import LogManager
 from onceflow.protocol.errors import ErrorCode
+from tests.unit.coordinators import next_turn
 
 SESSION = 10_000
 RANGE = [("range", b"range-metadata")]
@@ -54,13 +55,15 @@ class BrokerFiles:
         self.logs = LogManager(data_dir, self.config)
 
 
-async def open_coordinator(path: Path, **config: str) -> tuple[BrokerFiles, GroupCoordinator]:
+async def open_coordinator(
+    path: Path, clock: ManualClock | None = None, **config: str
+) -> tuple[BrokerFiles, GroupCoordinator]:
     broker = BrokerFiles(path, config)
     broker.logs.load()
     broker.logs.start()
     if "t" not in broker.logs.topics:
         broker.logs.create_topic("t", 6)
-    groups = GroupCoordinator(broker.logs, broker.config)
+    groups = GroupCoordinator(broker.logs, broker.config, (clock or ManualClock()).clock)
     await groups.start()
     return broker, groups
 
@@ -201,7 +204,7 @@ def test_join_sync_heartbeat_and_rebalance_on_new_member(tmp_path: Path) -> None
             b = await join_new(groups)
             assert groups.groups["g"].state == GroupState.STABLE  # pending members wait
             b_join = asyncio.ensure_future(join(groups, b))
-            await asyncio.sleep(0)
+            await next_turn()
             assert groups.groups["g"].state == GroupState.PREPARING_REBALANCE
             assert groups.classic.heartbeat("g", a, None, 1) == ErrorCode.rebalance_in_progress
             a_join = await join(groups, a)
@@ -210,7 +213,7 @@ def test_join_sync_heartbeat_and_rebalance_on_new_member(tmp_path: Path) -> None
             assert a_join.leader_id == b_joined.leader_id == a
             assert {m[0] for m in a_join.members} == {a, b} and b_joined.members == []
             b_sync = asyncio.ensure_future(sync(groups, "g", 2, b, None, None, None, {}))
-            await asyncio.sleep(0)
+            await next_turn()
             assert not b_sync.done()  # a follower waits for the leader's assignment
             a_sync = await groups.classic.sync_group(
                 SyncGroupRequest("g", 2, a, None, None, None, {a: b"A", b: b"B"})
@@ -277,7 +280,8 @@ def test_errors_kafka_answers_and_the_group_keeps_working(tmp_path: Path) -> Non
 
 def test_session_timeout_removes_a_silent_member(tmp_path: Path) -> None:
     async def scenario() -> None:
-        broker, groups = await open_coordinator(tmp_path)
+        clock = ManualClock()
+        broker, groups = await open_coordinator(tmp_path, clock)
         try:
             a = await join_new(groups)
             b = await join_new(groups)
@@ -293,9 +297,10 @@ def test_session_timeout_removes_a_silent_member(tmp_path: Path) -> None:
                     SyncGroupRequest("g", generation, a, None, None, None, {a: b"A", b: b"B"})
                 ),
             )
-            later = time.monotonic() + SESSION / 1000 - 1
-            groups.groups["g"].members[a].last_heartbeat = later
-            groups.tick(time.monotonic() + SESSION / 1000 + 0.5)  # b is silent
+            clock.advance(SESSION / 1000 - 1)
+            assert groups.classic.heartbeat("g", a, None, generation) == ErrorCode.none
+            clock.advance(1.5)
+            groups.tick(clock.monotonic())  # b has been silent for its session and more
             group = groups.groups["g"]
             assert list(group.members) == [a]
             assert group.state == GroupState.PREPARING_REBALANCE
@@ -313,17 +318,18 @@ def test_session_timeout_removes_a_silent_member(tmp_path: Path) -> None:
 
 def test_rebalance_timeout_drops_members_that_do_not_rejoin(tmp_path: Path) -> None:
     async def scenario() -> None:
-        broker, groups = await open_coordinator(tmp_path)
+        clock = ManualClock()
+        broker, groups = await open_coordinator(tmp_path, clock)
         try:
             a = await join_new(groups, rebalance=2000)
             await join(groups, a, rebalance=2000)
             await sync(groups, "g", 1, a, None, None, None, {})
             b = await join_new(groups, rebalance=2000)
             b_join = asyncio.ensure_future(join(groups, b, rebalance=2000))
-            await asyncio.sleep(0)
+            await next_turn()
             assert not b_join.done()  # waits for a, which never rejoins
-            groups.groups["g"].members[a].last_heartbeat = time.monotonic() + 5
-            groups.tick(time.monotonic() + 2.5)
+            clock.advance(2.5)  # the rebalance timeout, within a's session
+            groups.tick(clock.monotonic())
             result = await b_join
             assert (result.error, result.generation_id, result.leader_id) == (
                 ErrorCode.none,
@@ -332,7 +338,8 @@ def test_rebalance_timeout_drops_members_that_do_not_rejoin(tmp_path: Path) -> N
             )
             assert list(groups.groups["g"].members) == [b]
             # and a leader that never syncs is removed after the rebalance timeout too
-            groups.tick(time.monotonic() + 5)  # the sync deadline: 2 s after the join
+            clock.advance(2.5)  # the sync deadline: 2 s after the join
+            groups.tick(clock.monotonic())
             assert groups.groups["g"].state == GroupState.EMPTY
         finally:
             await close(broker, groups)

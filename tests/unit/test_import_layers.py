@@ -1,31 +1,64 @@
-"""The import graph of src/onceflow: no cycles, and the broker's layers point one way.
+"""The import graph of src/onceflow: no cycles, and every package in its layer.
 
 Every ``import``/``from ... import`` in every module counts, including those under
 ``if TYPE_CHECKING:`` and inside functions: a type-only import still ties two modules
-together for a reader. The layers (docs/architecture.md), lowest first:
-
-    protocol (with security, config, clock) <- log <- coordinator <- broker <- cli
-
-A module may import its own layer and the layers below it, never one above.
+together for a reader. Each top-level package or module of ``onceflow`` has a layer
+(``LAYERS``, lowest first; docs/architecture.md draws them). A module may import its own
+package and the layers below its own, never a layer above, nor another package of its
+own layer (those are independent of each other).
 """
 
 from __future__ import annotations
 
 import ast
+import shutil
 from pathlib import Path
 
 import pytest
 
 SRC = Path(__file__).resolve().parents[2] / "src"
 PACKAGE = "onceflow"
+ROOT = "__init__"  # onceflow/__init__.py itself (the version)
 
-LAYERS = [
-    ("onceflow.protocol", "onceflow.security", "onceflow.config", "onceflow.clock"),
-    ("onceflow.log",),
-    ("onceflow.coordinator",),
-    ("onceflow.broker",),
-    ("onceflow.cli",),
+LAYERS: list[tuple[str, ...]] = [
+    # Leaves: import nothing of onceflow.
+    (
+        ROOT,
+        "clock",
+        "security",
+        "children",
+        "crash_points",
+        "client_errors",
+        "configuration_error",
+        "sql_dialect",
+    ),
+    # The broker, bottom up: the wire protocol, configuration, storage, coordinators,
+    # the server (with broker/process.py, which starts one as a child process).
+    ("protocol",),
+    ("config",),
+    ("log",),
+    ("coordinator",),
+    ("broker",),
+    # The client side: what users run against any Kafka-compatible broker.
+    ("admin", "producing", "db"),
+    ("topics", "demo"),
+    ("patterns", "spark"),
+    ("verify",),
+    # Apache Kafka as a second engine, for tests and trials.
+    ("kafka_cluster",),
+    # The fault engine: spawning, killing and restarting processes, fault injection;
+    # used by chaos, prove and the tests.
+    ("faults",),
+    # The tools that kill processes and audit what survived.
+    ("chaos",),
+    ("prove",),
+    ("testing",),
+    # The command line, and python -m onceflow.
+    ("cli",),
+    ("__main__",),
 ]
+
+RANKS = {name: rank for rank, names in enumerate(LAYERS) for name in names}
 
 
 def module_names(root: Path) -> dict[str, Path]:
@@ -100,24 +133,29 @@ def cycles(graph: dict[str, set[str]]) -> list[set[str]]:
     return found
 
 
-def layer_of(module: str) -> int | None:
-    for rank, packages in enumerate(LAYERS):
-        if any(module == p or module.startswith(p + ".") for p in packages):
-            return rank
-    return None
+def top_level(module: str) -> str:
+    """The top-level package or module of onceflow a module belongs to."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else ROOT
 
 
 def layer_violations(graph: dict[str, set[str]]) -> list[str]:
     violations = []
     for module, targets in sorted(graph.items()):
-        rank = layer_of(module)
-        if rank is None:
-            continue
+        own = top_level(module)
         for target in sorted(targets):
-            target_rank = layer_of(target)
-            if target_rank is not None and target_rank > rank:
+            other = top_level(target)
+            if other == own or own not in RANKS or other not in RANKS:
+                continue
+            if RANKS[other] > RANKS[own]:
                 violations.append(f"{module} imports {target} (a higher layer)")
+            elif RANKS[other] == RANKS[own]:
+                violations.append(f"{module} imports {target} (a package of its own layer)")
     return violations
+
+
+def unranked(graph: dict[str, set[str]]) -> list[str]:
+    return sorted({top_level(module) for module in graph} - set(RANKS))
 
 
 @pytest.fixture(scope="module")
@@ -134,10 +172,10 @@ def test_layers_point_one_way(graph: dict[str, set[str]]) -> None:
     assert not layer_violations(graph)
 
 
-def test_every_layer_is_in_the_graph(graph: dict[str, set[str]]) -> None:
-    for packages in LAYERS:
-        for package in packages:
-            assert package in graph, f"{package} is gone: update LAYERS"
+def test_every_package_has_a_layer_and_every_layer_a_package(graph: dict[str, set[str]]) -> None:
+    assert not unranked(graph), "rank these in LAYERS (and docs/architecture.md)"
+    present = {top_level(module) for module in graph}
+    assert not set(RANKS) - present, "gone from src/onceflow: update LAYERS"
 
 
 def test_the_checks_see_a_type_only_cycle_and_an_upward_import(tmp_path: Path) -> None:
@@ -157,3 +195,41 @@ def test_the_checks_see_a_type_only_cycle_and_an_upward_import(tmp_path: Path) -
     assert layer_violations(graph) == [
         "onceflow.log.segment imports onceflow.broker.core (a higher layer)"
     ]
+
+
+@pytest.mark.parametrize(
+    ("module", "planted", "violation"),
+    [
+        (
+            "log/segment.py",
+            "from onceflow.cli.root import main\n",
+            "onceflow.log.segment imports onceflow.cli.root (a higher layer)",
+        ),
+        (
+            "coordinator/group.py",
+            "def later():\n    import onceflow.broker.core\n",
+            "onceflow.coordinator.group imports onceflow.broker.core (a higher layer)",
+        ),
+        (
+            "patterns/runner.py",
+            "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
+            "    from onceflow.spark import common\n",
+            "onceflow.patterns.runner imports onceflow.spark.common (a package of its own layer)",
+        ),
+    ],
+)
+def test_a_planted_import_in_a_copy_of_the_tree_fails_the_layering(
+    tmp_path: Path, module: str, planted: str, violation: str
+) -> None:
+    shutil.copytree(SRC / PACKAGE, tmp_path / PACKAGE, ignore=shutil.ignore_patterns("__pycache__"))
+    assert not layer_violations(import_graph(tmp_path))  # the copy is as clean as the tree
+    path = tmp_path / PACKAGE / module
+    path.write_text(path.read_text() + "\n" + planted)
+    assert layer_violations(import_graph(tmp_path)) == [violation]
+
+
+def test_a_new_package_without_a_layer_is_found(tmp_path: Path) -> None:
+    shutil.copytree(SRC / PACKAGE, tmp_path / PACKAGE, ignore=shutil.ignore_patterns("__pycache__"))
+    (tmp_path / PACKAGE / "newcomer").mkdir()
+    (tmp_path / PACKAGE / "newcomer" / "__init__.py").write_text("")
+    assert unranked(import_graph(tmp_path)) == ["newcomer"]

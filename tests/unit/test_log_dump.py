@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import datetime
-import io
 import json
 import os
 import struct
@@ -13,9 +11,6 @@ from pathlib import Path
 import crc32c
 import pytest
 from click.testing import CliRunner
-from kio.records.schema import NewRecordBatch, Record, RecordHeader
-from kio.records.writers import write_new_batch
-from kio.static.primitive import TZAwareMicros, i8, i16, i32, i64
 
 from onceflow.cli import main
 from onceflow.config import BrokerConfig, TopicConfig
@@ -34,14 +29,15 @@ from onceflow.coordinator.internal_record_decoders import (
 )
 from onceflow.coordinator.transaction_metadata import TransactionMetadata, TxnState
 from onceflow.log.batch import (
-    ATTR_TRANSACTIONAL,
     CONTROL_ABORT,
     CONTROL_COMMIT,
     KeyValue,
     parse_header,
 )
-from onceflow.log.dump import DumpError, DumpOptions, dump_file, read_batches
+from onceflow.log.dump import DumpError, DumpOptions, dump_file
+from onceflow.log.dump_segment import read_batches
 from onceflow.log.partition_log import PartitionLog
+from tests.kit.batches import record_batch
 
 BASE_TS = 1_700_000_000_123
 SEGMENT = f"{0:020d}"
@@ -57,29 +53,17 @@ def client_batch(
     transactional: bool = False,
 ) -> bytes:
     """A batch as a producer sends it: millisecond timestamps, headers, sequences."""
-    records_out = []
-    for index, (key, value, header_keys) in enumerate(records):
-        stamp = datetime.datetime.fromtimestamp((timestamp_ms + index) / 1000, datetime.UTC)
-        records_out.append(
-            Record(
-                attributes=i8(0),
-                timestamp=TZAwareMicros.parse(stamp),
-                offset=i64(index),
-                key=key,
-                value=value,
-                headers=tuple(RecordHeader(key=h.encode(), value=b"1") for h in header_keys),
-            )
-        )
-    batch = NewRecordBatch(
-        producer_id=i64(producer_id),
-        producer_epoch=i16(epoch),
-        base_sequence=i32(sequence),
-        attributes=i16(ATTR_TRANSACTIONAL if transactional else 0),
-        records=tuple(records_out),
+    return record_batch(
+        [value for _, value, _ in records],
+        producer_id,
+        epoch,
+        sequence,
+        timestamp_ms=timestamp_ms,
+        keys=[key for key, _, _ in records],
+        transactional=transactional,
+        timestamp_step_ms=1,
+        record_headers=[tuple((h.encode(), b"1") for h in names) for _, _, names in records],
     )
-    buffer = io.BytesIO()
-    write_new_batch(buffer, batch)
-    return buffer.getvalue()
 
 
 def open_log(directory: Path, topic: str = "t") -> PartitionLog:

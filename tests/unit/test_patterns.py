@@ -5,11 +5,13 @@ from __future__ import annotations
 import sqlite3
 import threading
 import time
+from dataclasses import replace
 
 import pytest
 
+from onceflow.configuration_error import ConfigurationError
 from onceflow.crash_points import CrashPoints
-from onceflow.db import ConfigurationError, LockTimeout, connect
+from onceflow.db import LockTimeout, connect
 from onceflow.patterns.guarantees import (
     CommitTiming,
     Pattern,
@@ -21,6 +23,7 @@ from onceflow.patterns.inbox import Inbox
 from onceflow.patterns.offsets import OffsetStore, StartOffset
 from onceflow.patterns.outbox import Outbox, shard_of
 from onceflow.patterns.records import DecodeError, json_decoder
+from onceflow.patterns.runner_config import RunnerConfig
 
 
 def test_guarantees_map_to_commit_timing():
@@ -77,8 +80,20 @@ def test_crash_points_parse_and_count():
 
 
 def test_timeouts_must_stay_below_max_poll_interval(tmp_path):
-    with pytest.raises(ConfigurationError, match=r"max\.poll\.interval\.ms"):
-        connect(f"sqlite:///{tmp_path}/a.db", lock_timeout_ms=60_000, max_poll_interval_ms=30_000)
+    config = RunnerConfig(
+        "127.0.0.1:9", "g", ["t"], database_url=f"sqlite:///{tmp_path}/a.db",
+        max_poll_interval_ms=30_000,
+    )  # fmt: skip
+    for name in ("lock_timeout_ms", "statement_timeout_ms"):
+        with pytest.raises(ConfigurationError, match=rf"{name}=30000 .*max\.poll\.interval\.ms"):
+            replace(config, **{name: 30_000}).validate()
+    replace(config, lock_timeout_ms=29_999, statement_timeout_ms=29_999).validate()
+    replace(config, database_url=None, processing_guarantee="at_least_once",
+            lock_timeout_ms=30_000).validate()  # fmt: skip
+    assert not (tmp_path / "a.db").exists(), "checked before anything connects"
+
+
+def test_unsupported_database_urls_are_refused():
     with pytest.raises(ConfigurationError, match="unsupported database URL"):
         connect("mysql://x")
 

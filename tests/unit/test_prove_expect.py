@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from onceflow.prove.database import TrialDatabase
 from onceflow.prove.errors import ProveError
 from onceflow.prove.expect import Expectation, expectations, read_rows
 from onceflow.prove.generator import input_values
@@ -89,10 +90,11 @@ def test_an_expect_function_must_name_declared_tables() -> None:
 
 
 def test_rows_are_read_by_the_expected_columns(tmp_path: Path) -> None:
-    database = tmp_path / "out.db"
+    path = tmp_path / "out.db"
+    database = TrialDatabase(f"sqlite:///{path}")
     expectation = Expectation(REVENUE, [{"store": "s1", "revenue": 5}])
     assert read_rows(database, expectation) is None  # no database yet
-    with sqlite3.connect(database) as db:
+    with sqlite3.connect(path) as db:
         db.execute("CREATE TABLE store_revenue (store TEXT, orders INT, revenue INT)")
         db.execute("INSERT INTO store_revenue VALUES ('s1', 2, 5)")
     assert read_rows(database, expectation) == [{"store": "s1", "revenue": 5}]
@@ -111,10 +113,10 @@ def test_placeholders_in_the_command_line_get_the_trial_values() -> None:
         mapping=None, uses_database=True, schema=None, topics_file=None,
         dead_letter_topic=None, replay_prefix=[],
     )  # fmt: skip
-    env = {"ONCEFLOW_BOOTSTRAP": "127.0.0.1:9", "ONCEFLOW_INPUT_TOPIC": "orders",
-           "ONCEFLOW_DATABASE_URL": "sqlite:////t/p.db", "ONCEFLOW_PROVE_CHECKPOINT": "/t/c",
-           "ONCEFLOW_PROVE_TRIAL_DIR": "/t"}  # fmt: skip
-    assert target.command_line(env) == [
+    values = {"bootstrap": "127.0.0.1:9", "input_topic": "orders",
+              "database_url": "sqlite:////t/p.db", "checkpoint": "/t/c", "trial_dir": "/t",
+              "worker": "1"}  # fmt: skip
+    assert target.command_line(values) == [
         "python", "job.py", "--bootstrap", "127.0.0.1:9", "--checkpoint-dir=/t/c/q",
         "--url", "sqlite:////t/p.db",
     ]  # fmt: skip

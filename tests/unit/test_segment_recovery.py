@@ -148,7 +148,7 @@ def test_log_start_offset_and_segments_after_reopen(tmp_path):
     for number in range(12):
         append(log, f"v{number:02d}".encode())
     assert len(log.segments) > 2
-    assert log.delete_records_before(7) == 7
+    assert log.retention.delete_records_before(7) == 7
     bases = [segment.base_offset for segment in log.segments]
     assert bases[0] <= 7 < (bases[1] if len(bases) > 1 else 99)
     log.close()
@@ -166,7 +166,7 @@ def test_indexes_are_rebuilt_when_garbled(tmp_path):
     for suffix in (".index", ".timeindex"):
         (tmp_path / "t-0" / f"{0:020d}{suffix}").write_bytes(b"\xff" * 13)
     reopened = open_log(tmp_path / "t-0", **{"index.interval.bytes": 1})
-    assert reopened.offset_for_timestamp(BASE_TS + 3) == (3, BASE_TS + 3)
+    assert reopened.reads.offset_for_timestamp(BASE_TS + 3) == (3, BASE_TS + 3)
     assert (tmp_path / "t-0" / f"{0:020d}.index").stat().st_size == 6 * OFFSET_ENTRY.size
 
 

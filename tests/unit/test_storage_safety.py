@@ -284,21 +284,21 @@ def test_topic_changes_the_disk_refuses_are_undone(tmp_path, monkeypatch):
 
 
 def test_delete_records_the_disk_refuses_leaves_the_records_readable(tmp_path, monkeypatch):
-    import onceflow.log.partition_log as partition_log_module
+    import onceflow.log.segment_list as segment_list_module
 
     log = open_log(tmp_path / "t-0")
     for number in range(3):
         append(log, f"v{number}".encode())
     monkeypatch.setattr(
-        partition_log_module,
+        segment_list_module,
         "write_atomically",
         lambda path, data: (_ for _ in ()).throw(OSError(errno.ENOSPC, "No space left")),
     )
     with pytest.raises(KafkaError) as error:
-        log.delete_records_before(2)
+        log.retention.delete_records_before(2)
     assert error.value.code == ErrorCode.kafka_storage_error
     assert log.log_start_offset == 0 and values(log) == [b"v0", b"v1", b"v2"]
     monkeypatch.undo()
-    assert log.delete_records_before(2) == 2
+    assert log.retention.delete_records_before(2) == 2
     log.close()
     assert open_log(tmp_path / "t-0", recovery_point=3).log_start_offset == 2

@@ -17,6 +17,7 @@ from typing import Any
 
 from onceflow.admin.errors import (
     AdminError,
+    AlreadyExists,
     AuthenticationFailed,
     NotAuthorized,
     NotFound,
@@ -109,6 +110,8 @@ def translate(error: BaseException, what: str, principal: str | None = None) -> 
     message = f"{what}: {text}" + (f" ({name})" if name and name not in text else "")
     if name in NOT_FOUND_ERRORS:
         return NotFound(message)
+    if name == "TOPIC_ALREADY_EXISTS":
+        return AlreadyExists(message)
     if name in REFUSED_ERRORS:
         return Refused(message)
     if name in AUTHENTICATION_ERRORS:

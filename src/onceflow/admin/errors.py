@@ -23,5 +23,9 @@ class Refused(AdminError):
     """The cluster is fine but the operation does not apply (e.g. the group is not empty)."""
 
 
+class AlreadyExists(Refused):
+    """What was to be created exists already (Kafka's TOPIC_ALREADY_EXISTS)."""
+
+
 class NotAuthorized(AdminError):
     """The principal may not do or see this (a Kafka ``*_AUTHORIZATION_FAILED`` error)."""

@@ -16,16 +16,27 @@ INACTIVE_STATES = ("Empty", "Dead")
 
 
 GROUP_TYPES = ("classic", "consumer")  # Kafka's group protocols (KIP-848: consumer)
+SIMPLE = "simple"  # a classic group that only committed offsets: no member ever joined
 
 
 @dataclass(frozen=True, slots=True)
 class GroupListing:
     group: str
-    type: str  # the group protocol: "classic" or "consumer" (KIP-848), as --list --type
+    type: str  # "classic", "consumer" (KIP-848) or "simple" (a classic group, offsets only)
     state: str
     members: int
     assignor: str
-    kind: str  # "consumer" or "simple" (offsets only, no members ever joined)
+    internal: bool  # made by onceflow's own tools (the topics lock), not by an application
+
+
+# The consumer group ``onceflow topics migrate`` holds as its cluster-side lock
+# (onceflow.topics.lock, which takes the name from here: admin is below topics).
+TOPICS_LOCK_GROUP = "onceflow-topics-lock"
+
+
+def is_internal(group: str) -> bool:
+    """Whether onceflow's own tools made the group: the lock topics migrate takes."""
+    return group == TOPICS_LOCK_GROUP
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,9 +93,12 @@ def group_type(listing: object) -> str:
     return kind.lower()
 
 
-def list_groups(session: ClusterSession, types: tuple[str, ...] = ()) -> list[GroupListing]:
-    """Every group the principal may describe (only the ``types`` given, if any);
-    NotAuthorized when it may see none."""
+def list_groups(
+    session: ClusterSession, types: tuple[str, ...] = (), internal: bool = False
+) -> list[GroupListing]:
+    """Every group the principal may describe: only the ``types`` given, if any (classic
+    includes simple groups, as Kafka lists them), and onceflow's internal groups only with
+    ``internal``. NotAuthorized when the principal may see none."""
     listing = session.result(
         session.admin.list_consumer_groups(request_timeout=session.timeout), "list groups"
     )
@@ -99,15 +113,17 @@ def list_groups(session: ClusterSession, types: tuple[str, ...] = ()) -> list[Gr
     for group in sorted(listing.valid, key=lambda g: g.group_id):
         if types and group_type(group) not in types:
             continue
+        if is_internal(group.group_id) and not internal:
+            continue
         description = descriptions.get(group.group_id)
         rows.append(
             GroupListing(
                 group=group.group_id,
-                type=group_type(group),
+                type=SIMPLE if group.is_simple_consumer_group else group_type(group),
                 state=state_name(group.state),
                 members=len(description.members) if description else 0,
                 assignor=(description.partition_assignor if description else "") or "",
-                kind="simple" if group.is_simple_consumer_group else "consumer",
+                internal=is_internal(group.group_id),
             )
         )
     return rows

@@ -1,12 +1,14 @@
-"""Topics of any cluster: list them, describe partitions, replicas and configs."""
+"""Topics of any cluster: list them, describe partitions, replicas and configs; create,
+delete and add partitions to one topic at a time (kafka-topics' operations)."""
 
 from __future__ import annotations
 
+import time
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from onceflow.admin.connect import ClusterSession
-from onceflow.admin.errors import NotFound
+from onceflow.admin.errors import AdminError, AlreadyExists, NotFound, Refused
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,3 +114,95 @@ def describe_topics(session: ClusterSession, names: list[str]) -> list[TopicDesc
             )
         )
     return descriptions
+
+
+# One topic at a time, as kafka-topics --create, --alter --partitions and --delete do.
+
+
+@dataclass(frozen=True, slots=True)
+class CreatedTopic:
+    name: str
+    partitions: int
+    replication_factor: int
+    existed: bool = False  # it was there already (--if-not-exists): left as it is
+
+
+def _existing(session: ClusterSession, names: list[str]) -> set[str]:
+    """Those of ``names`` that exist, by Metadata of every topic (never auto-creating)."""
+    topics = session.list_topics().topics
+    return {name for name in names if name in topics and topics[name].error is None}
+
+
+def _layout(session: ClusterSession, name: str) -> tuple[int, int]:
+    """(partitions, replication factor) of a topic just created, once Metadata shows it."""
+    deadline = time.monotonic() + session.timeout
+    while True:
+        topic = session.list_topics().topics.get(name)
+        if topic is not None and topic.error is None and topic.partitions:
+            partitions = topic.partitions
+            return len(partitions), len(partitions[min(partitions)].replicas)
+        if time.monotonic() > deadline:
+            raise AdminError(f"topic {name!r} was created but Metadata does not show it")
+        time.sleep(0.1)
+
+
+def create_topic(
+    session: ClusterSession,
+    name: str,
+    partitions: int | None = None,
+    replication_factor: int | None = None,
+    configs: dict[str, str] | None = None,
+    if_not_exists: bool = False,
+) -> CreatedTopic:
+    """Create one topic (the broker's defaults for what is None). Refused if it exists,
+    unless ``if_not_exists``; AdminError for what the cluster rejects (INVALID_CONFIG...)."""
+    from confluent_kafka.admin import NewTopic
+
+    new = NewTopic(
+        name,
+        num_partitions=partitions or -1,
+        replication_factor=replication_factor or -1,
+        config=dict(configs or {}),
+    )
+    future = session.admin.create_topics([new], request_timeout=session.timeout)[name]
+    try:
+        session.result(future, f"create topic {name}")
+    except AlreadyExists:
+        if not if_not_exists:
+            raise Refused(f"topic {name!r} already exists") from None
+        return CreatedTopic(name, *_layout(session, name), existed=True)
+    return CreatedTopic(name, *_layout(session, name))
+
+
+def delete_topics(session: ClusterSession, names: list[str], if_exists: bool = False) -> list[str]:
+    """Delete topics and their data; return those deleted once Metadata no longer shows
+    them (Kafka deletes asynchronously). NotFound for an unknown one unless ``if_exists``."""
+    existing = _existing(session, names)
+    if not if_exists:
+        session.require_topics([name for name in names if name not in existing])
+    doomed = [name for name in names if name in existing]
+    if not doomed:
+        return []
+    futures = session.admin.delete_topics(doomed, request_timeout=session.timeout)
+    for name, future in futures.items():
+        session.result(future, f"delete topic {name}")
+    deadline = time.monotonic() + session.timeout
+    while _existing(session, doomed) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return doomed
+
+
+def add_partitions(session: ClusterSession, name: str, total: int, if_exists: bool = False) -> bool:
+    """Give a topic ``total`` partitions (Kafka only adds); False when it does not exist
+    and ``if_exists``, NotFound when it does not exist otherwise."""
+    from confluent_kafka.admin import NewPartitions
+
+    if name not in _existing(session, [name]):
+        if if_exists:
+            return False
+        session.require_topics([name])
+    futures = session.admin.create_partitions(
+        [NewPartitions(name, total)], request_timeout=session.timeout
+    )
+    session.result(futures[name], f"add partitions to topic {name}")
+    return True

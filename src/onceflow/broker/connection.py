@@ -16,6 +16,7 @@ from onceflow.broker.framing import Frame, FrameError, FrameProtocol
 from onceflow.broker.registry import HANDLERS
 from onceflow.broker.security.sasl_server import AuthenticationFailed
 from onceflow.broker.security.session import Session
+from onceflow.broker.traps import APPLIED, SENT, Trap
 from onceflow.protocol.codec import (
     API_VERSIONS_KEY,
     MalformedRequest,
@@ -36,7 +37,9 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 MAX_IN_FLIGHT = 16
+LEAVE_ON_DISCONNECT = "onceflow.group.leave.on.disconnect"
 TLS_HANDSHAKE_TIMEOUT = 10.0  # or connections.max.idle.ms if that is shorter
+METADATA_KEY = 3
 SASL_PHASE_APIS = frozenset({API_VERSIONS_KEY, 17, 36})  # + SaslHandshake, SaslAuthenticate
 
 
@@ -72,6 +75,8 @@ class Connection:
         finally:
             if self._idle_timer is not None:
                 self._idle_timer.cancel()
+            if self.session.group_members and self.broker.config[LEAVE_ON_DISCONNECT]:
+                self.broker.groups.members_disconnected(self.session.group_members)
 
     def _watch_idle(self, delay: float | None) -> None:
         if delay is not None:
@@ -205,13 +210,20 @@ class Connection:
             raise CloseConnection(str(error)) from None
         responder = response_class(api_key, version)
         context = RequestContext(self.broker, header, self.peer, self.session)
+        trap = self._trap(api_key, body)
+        if trap is not None and trap.phase == SENT:
+            await self._hold(trap)
         try:
             result = await handler.handle(context, body)
+            if trap is not None and trap.phase == APPLIED and isinstance(result, Deferred):
+                result = await result.awaitable
         except KafkaError as error:
             result = error_response(responder, error.code)
         except Exception:
             log.exception("%s v%d from %s failed", api_name(api_key), version, self.peer)
             result = error_response(responder, ErrorCode.unknown_server_error)
+        if trap is not None and trap.phase == APPLIED:
+            await self._hold(trap)
         if result is NO_RESPONSE:
             return NO_RESPONSE
         if isinstance(result, Deferred):
@@ -219,6 +231,23 @@ class Connection:
             ready = Deferred(asyncio.ensure_future(result.awaitable))
             return _Pending(api_key, correlation_id, ready, responder)
         return _encode(api_key, correlation_id, result, responder)
+
+    def _trap(self, api_key: int, body: Any) -> Trap | None:
+        """The request trap this request springs (onceflow.broker.traps; tests only)."""
+        traps = self.broker.traps
+        if traps is None:
+            return None
+        worker = traps.worker_of(self.session.listener_name)
+        if worker is None:
+            return None
+        if api_key == METADATA_KEY and body.topics:
+            traps.asked_about(worker, [topic.name for topic in body.topics if topic.name])
+        return traps.match(worker, api_key)
+
+    async def _hold(self, trap: Trap) -> None:
+        assert self.broker.traps is not None
+        if not await self.broker.traps.hold(trap, lambda: self.frames.peer_gone):
+            raise CloseConnection(f"request held by a test trap dropped ({trap.line.strip()})")
 
     def _raw_sasl_token(self, frame: Frame) -> Any:
         """A SASL token after SaslHandshake v0: answered as a bare frame; a failure has no

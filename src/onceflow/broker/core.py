@@ -17,6 +17,7 @@ from onceflow.broker.security.authorizer import Authorizer
 from onceflow.broker.security.credential_store import ScramCredentialStore
 from onceflow.broker.security.sasl_server import SaslServer
 from onceflow.broker.security.settings import ScramUser
+from onceflow.broker.traps import RequestTraps
 from onceflow.config import BrokerConfig
 from onceflow.coordinator.group import GroupCoordinator
 from onceflow.coordinator.producer_ids import ProducerIdManager
@@ -61,6 +62,7 @@ class BrokerCore:
         # Started in this order after the logs load (the group coordinator first:
         # transaction recovery completes pending offset commits).
         self.coordinators = (self.groups, self.transactions)
+        self.traps = RequestTraps.from_env()  # the fault engine's request traps (tests)
 
     async def open(self) -> None:
         """Security, cluster id, logs and coordinators; bad settings fail before any log

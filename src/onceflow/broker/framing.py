@@ -124,6 +124,11 @@ class FrameProtocol(asyncio.BufferedProtocol):
         # Keep the transport open: the responses still owed are written (TLS cannot).
         return self._tls is None
 
+    @property
+    def peer_gone(self) -> bool:
+        """The client closed its end (or the connection was lost)."""
+        return self._eof or self._lost
+
     def connection_lost(self, exc: Exception | None) -> None:
         self._lost = True
         self._eof = True

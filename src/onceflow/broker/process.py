@@ -3,23 +3,22 @@
 Used by the pytest plugin (``onceflow.testing``), the demos, the chaos harness and the
 benchmarks; it needs nothing but the standard library.
 
-On Linux the broker is SIGKILLed when the process that started it dies (prctl
-PR_SET_PDEATHSIG), so a test run that is itself killed leaves no broker behind. The kernel
-ties this to the starting *thread*: a broker started from a thread that ends before it
-should is killed with that thread.
+The broker never outlives the process that started it (``onceflow.children``: its own
+session, PR_SET_PDEATHSIG on Linux), so a test run that is itself killed leaves no broker
+behind.
 """
 
 from __future__ import annotations
 
-import ctypes
 import os
 import signal
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
 from pathlib import Path
+
+from onceflow import children
 
 
 class BrokerProcess:
@@ -74,7 +73,7 @@ class BrokerProcess:
         config = dict(self.config)
         if "listeners" in config:
             if self.listeners:  # a restart: the ports picked the first time
-                config["listeners"] = _with_ports(config["listeners"], self.listeners)
+                config["listeners"] = with_ports(config["listeners"], self.listeners)
         else:
             command += ["--port", str(self.port)]
         if self.advertised_host:
@@ -83,13 +82,12 @@ class BrokerProcess:
             command += ["--config", f"{key}={value}"]
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         log_file = open(self.log_path, "a")  # noqa: SIM115  (kept open for the child)
-        self.process = subprocess.Popen(
+        self.process = children.popen(
             command,
             stdout=subprocess.PIPE,
             stderr=log_file,
             text=True,
             env={**os.environ, "PYTHONUNBUFFERED": "1", **self.env},
-            preexec_fn=_dies_with(os.getpid()),
         )
         log_file.close()
         assert self.process.stdout is not None
@@ -110,6 +108,8 @@ class BrokerProcess:
         if self.process is not None and self.process.poll() is None:
             self.process.send_signal(signal.SIGKILL)
             self.process.wait()
+        if self.process is not None:
+            children.forget(self.process)
 
     def stop(self, timeout: float = 30.0) -> int | None:
         """SIGTERM and wait for a clean shutdown; returns the exit code."""
@@ -121,6 +121,7 @@ class BrokerProcess:
                 self.process.wait(timeout)
             except subprocess.TimeoutExpired:
                 self.kill()
+        children.forget(self.process)
         return self.process.returncode
 
     def restart(self, kill: bool = True) -> BrokerProcess:
@@ -138,26 +139,6 @@ class BrokerProcess:
         self.stop()
 
 
-PR_SET_PDEATHSIG = 1
-
-
-def _dies_with(parent: int) -> Callable[[], None] | None:
-    """A preexec_fn that has the child SIGKILLed when ``parent`` dies (Linux only)."""
-    if not sys.platform.startswith("linux"):
-        return None
-    try:
-        prctl = ctypes.CDLL(None, use_errno=True).prctl
-    except (OSError, AttributeError):
-        return None
-
-    def in_child() -> None:
-        prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
-        if os.getppid() != parent:  # the parent died before prctl took effect
-            os.kill(os.getpid(), signal.SIGKILL)
-
-    return in_child
-
-
 def parse_ready_line(line: str) -> dict[str, str]:
     """Listener name -> ``host:port`` from ``ready HOST:PORT`` (the default PLAINTEXT
     listener) or ``ready NAME://HOST:PORT,NAME://HOST:PORT`` (with ``listeners`` set)."""
@@ -171,7 +152,7 @@ def parse_ready_line(line: str) -> dict[str, str]:
     return listeners
 
 
-def _with_ports(listeners: str, bound: dict[str, str]) -> str:
+def with_ports(listeners: str, bound: dict[str, str]) -> str:
     """The ``listeners`` setting with each port 0 replaced by the port it got."""
     entries = []
     for entry in listeners.split(","):

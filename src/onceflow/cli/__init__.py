@@ -9,6 +9,7 @@ from onceflow.cli.acls import acls_command
 from onceflow.cli.broker import broker
 from onceflow.cli.chaos import chaos_command
 from onceflow.cli.demo import demo_command
+from onceflow.cli.docs import docs_command
 from onceflow.cli.groups import groups_command
 from onceflow.cli.kafka_cluster import kafka_cluster_command
 from onceflow.cli.log import log_command
@@ -32,6 +33,7 @@ for _command in (
     relay_command,
     log_command,
     kafka_cluster_command,
+    docs_command,
 ):
     main.add_command(_command)
 

@@ -57,7 +57,11 @@ def _resource_options(required: bool) -> Callable[[Any], Any]:
                 multiple=True,
                 help="A transactional id (repeatable).",
             ),
-            click.option("--cluster", is_flag=True, help="The cluster resource (kafka-cluster)."),
+            click.option(
+                "--cluster",
+                is_flag=True,
+                help="The cluster resource (Kafka names it kafka-cluster).",
+            ),
         ]
         for option in reversed(options):
             command = option(command)
@@ -67,6 +71,18 @@ def _resource_options(required: bool) -> Callable[[Any], Any]:
 
 
 def _principal_options(function: Any) -> Any:
+    """--allow-principal, --deny-principal and --operation, given to the command as ``who``
+    (checked (permission, principal) pairs) and ``operations``."""
+
+    @functools.wraps(function)
+    def command(
+        *args: Any,
+        allow_principals: tuple[str, ...],
+        deny_principals: tuple[str, ...],
+        **kwargs: Any,
+    ) -> Any:
+        return function(*args, who=_principals(allow_principals, deny_principals), **kwargs)
+
     options = [
         click.option(
             "--allow-principal",
@@ -91,8 +107,8 @@ def _principal_options(function: Any) -> Any:
         ),
     ]
     for option in reversed(options):
-        function = option(function)
-    return function
+        command = option(command)
+    return command
 
 
 def _pattern_option(default: str) -> Any:
@@ -192,8 +208,7 @@ def create_command(
     client: ClientSettings,
     as_json: bool,
     resources: list[Resource],
-    allow_principals: tuple[str, ...],
-    deny_principals: tuple[str, ...],
+    who: list[tuple[str, str]],
     operations: tuple[str, ...],
     allow_hosts: tuple[str, ...],
     deny_hosts: tuple[str, ...],
@@ -202,7 +217,6 @@ def create_command(
     """Create ACLs: each principal, host and operation on each resource given."""
     from onceflow.admin.acls import bindings, create_acls
 
-    who = _principals(allow_principals, deny_principals)
     if not who:
         raise click.UsageError("give --allow-principal or --deny-principal")
     if not operations:
@@ -231,8 +245,7 @@ def delete_command(
     client: ClientSettings,
     as_json: bool,
     resources: list[Resource],
-    allow_principals: tuple[str, ...],
-    deny_principals: tuple[str, ...],
+    who: list[tuple[str, str]],
     operations: tuple[str, ...],
     pattern_type: str,
     force: bool,
@@ -241,7 +254,6 @@ def delete_command(
     given (all of them on those resources if none are given)."""
     from onceflow.admin.acls import delete_acls, filters
 
-    who = _principals(allow_principals, deny_principals)
     try:
         chosen = filters(resources, who, operations, pattern_type.lower())
     except ValueError as error:

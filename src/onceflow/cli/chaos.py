@@ -15,10 +15,10 @@ import click
 if TYPE_CHECKING:  # the command's heavy parts load only when it runs
     from rich.console import Console
 
-    from onceflow.verify.chaos.cells import CellResult
-    from onceflow.verify.chaos.harness import Engine
-    from onceflow.verify.chaos.matrix import ChaosMatrix
-    from onceflow.verify.chaos.scenarios import Cell, Scenario
+    from onceflow.chaos.cells import CellResult
+    from onceflow.chaos.harness import Engine
+    from onceflow.chaos.matrix import ChaosMatrix
+    from onceflow.chaos.scenarios import Cell, Scenario
 
 FAMILIES = ("article", "runner", "relay", "spark", "fault")
 ENGINES = ("onceflow", "apache-kafka")
@@ -36,7 +36,7 @@ ENGINES = ("onceflow", "apache-kafka")
     type=click.Choice(ENGINES),
     default=None,
     help="onceflow (default): an embedded broker for the run. apache-kafka: a 3-node "
-    "Apache Kafka cluster started from the launcher (docs/kafka-cluster.md), topics with "
+    "Apache Kafka cluster started from the launcher (onceflow docs kafka-cluster), topics with "
     "replication factor 3 and min.insync.replicas=2; adds the failover cells "
     "(fault/leader_kill, txn_coordinator_kill, group_coordinator_kill, two_nodes_down) "
     "and skips the cells aimed at onceflow's own broker (fault/broker_kill, network_cut, "
@@ -132,8 +132,8 @@ def chaos_command(
     """
     from rich.console import Console
 
-    from onceflow.verify.chaos.harness import Engine, runnable
-    from onceflow.verify.chaos.scenarios import APACHE_KAFKA, ONCEFLOW, select
+    from onceflow.chaos.harness import Engine, runnable
+    from onceflow.chaos.scenarios import APACHE_KAFKA, ONCEFLOW, select
 
     console = Console()
     if bootstrap and engine == ONCEFLOW:
@@ -145,7 +145,7 @@ def chaos_command(
                       "ours to kill[/yellow]")  # fmt: skip
         cells = runnable(chosen, cells)
     if any(scenario.family == "spark" for scenario, _ in cells):
-        from onceflow.verify.chaos.spark_job import unavailable
+        from onceflow.chaos.spark_job import unavailable
 
         reason = unavailable()
         if reason is not None:
@@ -156,7 +156,7 @@ def chaos_command(
             click.echo(f"{scenario.name:56s} {cell.step:38s} {cell.fault}")
         return
     if redraw is not None:
-        from onceflow.verify.chaos.matrix import load
+        from onceflow.chaos.matrix import load
 
         matrix = load(redraw)
     else:
@@ -180,7 +180,7 @@ def _run(
 ) -> ChaosMatrix:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
 
-    from onceflow.verify.chaos.harness import run_matrix
+    from onceflow.chaos.harness import run_matrix
 
     keep = work_dir is not None
     work = Path(work_dir) if work_dir else Path(tempfile.mkdtemp(prefix="onceflow-chaos-"))
@@ -211,9 +211,9 @@ def _run(
 
 
 def _save(console: Console, matrix: ChaosMatrix, out_prefix: str) -> None:
-    from onceflow.verify.chaos.heatmap import NO_MATPLOTLIB, draw
-    from onceflow.verify.chaos.matrix import cluster_section, section_of, with_section
-    from onceflow.verify.chaos.scenarios import ONCEFLOW
+    from onceflow.chaos.heatmap import NO_MATPLOTLIB, draw
+    from onceflow.chaos.matrix import cluster_section, section_of, with_section
+    from onceflow.chaos.scenarios import ONCEFLOW
 
     prefix = Path(out_prefix)
     prefix.parent.mkdir(parents=True, exist_ok=True)

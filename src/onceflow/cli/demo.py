@@ -20,7 +20,10 @@ import click
 def demo_command(data_dir: Path, records: int, partitions: int) -> None:
     """Quick broker demo: idempotent producer, embedded broker, consumer, order checks.
 
-    Exit 1 if a check fails. (The full exactly-once Spark pipeline demo is `make demo`.)
+    Starts a broker on --data-dir, produces --records keyed records with an idempotent
+    producer, consumes them and checks that none is missing and that each key kept its
+    order and its partition. Exit 1 if a check fails. The exactly-once pipelines
+    themselves: onceflow docs patterns (Python) and onceflow docs spark (PySpark).
     """
     from rich.console import Console
 

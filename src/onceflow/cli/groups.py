@@ -25,22 +25,31 @@ def groups_command() -> None:
     "types",
     multiple=True,
     type=click.Choice(GROUP_TYPES, case_sensitive=False),
-    help="Only groups of this protocol: classic, or consumer (KIP-848). Repeatable.",
+    help="Only groups of this protocol: classic (simple groups included), or consumer "
+    "(KIP-848). Repeatable.",
 )
-def list_command(client: ClientSettings, as_json: bool, types: tuple[str, ...]) -> None:
-    """List the consumer groups with their protocol type, state, members and assignor.
+@click.option(
+    "--internal",
+    is_flag=True,
+    help="Include onceflow's internal groups (onceflow-topics-lock, the lock of topics migrate).",
+)
+def list_command(
+    client: ClientSettings, as_json: bool, types: tuple[str, ...], internal: bool
+) -> None:
+    """List the consumer groups with their type, state, members and assignor.
 
     Type is the group protocol, as kafka-consumer-groups --list --type shows it: classic
-    (JoinGroup/SyncGroup) or consumer (KIP-848); kind `simple` marks a group that only
-    committed offsets. Exit 3 if the principal may see no group at all.
+    (JoinGroup/SyncGroup) or consumer (KIP-848); `simple` is a classic group that only
+    committed offsets (no member ever joined). Exit 3 if the principal may see no group
+    at all.
     """
     from onceflow.admin.groups import list_groups
 
     print_rows(
-        list_groups(client.session(), tuple(t.lower() for t in types)),
+        list_groups(client.session(), tuple(t.lower() for t in types), internal),
         as_json,
-        ("group", "type", "state", "members", "assignor", "kind"),
-        lambda r: (r.group, r.type, r.state, r.members, r.assignor, r.kind),
+        ("group", "type", "state", "members", "assignor"),
+        lambda r: (r.group, r.type, r.state, r.members, r.assignor),
     )
 
 

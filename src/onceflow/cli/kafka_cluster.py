@@ -46,7 +46,8 @@ def kafka_cluster_command(
 
     The jars come from Maven once and are cached. Prints `bootstrap HOST:PORT,...` once
     every node serves metadata, then runs until Ctrl-C or SIGTERM and stops every node.
-    Exit 1 with one line if Java, Maven or a port is missing. See docs/kafka-cluster.md.
+    Exit 1 with one line when Java or Maven is missing, Maven is unreachable or a node
+    cannot start (e.g. its port is taken). More: onceflow docs kafka-cluster.
     """
     from onceflow.kafka_cluster import KAFKA_VERSION, KafkaCluster, KafkaClusterError, ensure_jars
     from onceflow.kafka_cluster.archive_maker import make_archive

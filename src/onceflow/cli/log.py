@@ -1,8 +1,7 @@
 """``onceflow log``: look at the broker's on-disk files without a running broker.
 
-``onceflow log dump`` is the equivalent of Kafka's ``kafka-dump-log.sh``. The group is
-meant to grow (``onceflow log check`` and the like): add a command with
-``@log_command.command(...)``.
+``onceflow log dump`` is the equivalent of Kafka's ``kafka-dump-log.sh``; ``onceflow log
+check`` checks (and repairs) a stopped broker's partitions.
 """
 
 from __future__ import annotations
@@ -27,7 +26,11 @@ EXIT_UNREADABLE = 2  # a file is missing, unreadable or of an unknown kind
 
 @click.group("log")
 def log_command() -> None:
-    """Look inside the broker's data directory: segments, indexes, producer state."""
+    """Read a stopped broker's files: dump them (like kafka-dump-log.sh) or check them.
+
+    Exit 0 when everything read is intact, 1 when damage is found, 2 when a file or the
+    data directory cannot be read. More: onceflow docs broker.
+    """
 
 
 @log_command.command("dump")
@@ -103,7 +106,7 @@ def dump_one(path: Path, options: DumpOptions) -> int:
             click.echo(line.text)
             damaged = damaged or line.problem
     except DumpError as error:
-        click.echo(f"Error: cannot dump {error}", err=True)
+        click.echo(f"error: cannot dump {error}", err=True)
         return EXIT_UNREADABLE
     return EXIT_DAMAGED if damaged else EXIT_OK
 
@@ -140,17 +143,17 @@ def check_command(data_dir: Path, repair: bool) -> None:
     from onceflow.log.dir_lock import DataDirInUse, DataDirLock
 
     if not is_data_dir(data_dir):
-        click.echo(f"Error: {data_dir} is not a onceflow data directory", err=True)
+        click.echo(f"error: {data_dir} is not a onceflow data directory", err=True)
         sys.exit(EXIT_UNREADABLE)
     lock = DataDirLock(data_dir)  # a running broker's tail would look torn
     try:
         lock.acquire(create=repair)  # a check creates nothing in the directory
     except DataDirInUse as error:
-        click.echo(f"Error: cannot check: {error}", err=True)
+        click.echo(f"error: cannot check: {error}", err=True)
         sys.exit(EXIT_UNREADABLE)
     except OSError as error:  # a read-only copy can be checked, not repaired
         if repair:
-            click.echo(f"Error: cannot repair {data_dir}: {error}", err=True)
+            click.echo(f"error: cannot repair {data_dir}: {error}", err=True)
             sys.exit(EXIT_UNREADABLE)
     try:
         status = _check(data_dir, repair)
@@ -166,7 +169,7 @@ def _check(data_dir: Path, repair: bool) -> int:
     try:
         reports = check_data_dir(data_dir)
     except (OSError, ValueError) as error:
-        click.echo(f"Error: cannot check {data_dir}: {error}", err=True)
+        click.echo(f"error: cannot check {data_dir}: {error}", err=True)
         return EXIT_UNREADABLE
     damaged = repaired = torn = 0
     for report in reports:

@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import signal
 import sys
+import traceback
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import click
-
-from onceflow.cli.options import EXIT_FOUND, EXIT_UNAVAILABLE
 
 DEFAULT_TIMEOUT = 60.0
 SPARK_TIMEOUT = 240.0
@@ -34,26 +33,50 @@ def proof_options(command: Callable[..., Any]) -> Callable[..., Any]:
         click.option("--dlq", "dead_letter_topic", metavar="TOPIC",
                      help="Dead-letter topic: events there are accounted for."),
         click.option("--schema", type=click.Path(exists=True, dir_okay=False, path_type=Path),
-                     help="SQL run on each trial's fresh SQLite database."),
+                     help="SQL run on each trial's fresh database."),
+        click.option("--database-url", metavar="postgresql://...",
+                     help="A PostgreSQL server: each trial gets a fresh database on it "
+                     "(default: a fresh SQLite file per trial)."),
         click.option("--topics-file", type=click.Path(exists=True, dir_okay=False,
                                                       path_type=Path),
                      help="topics.yaml applied to each trial's broker."),
         click.option("--records", type=click.IntRange(10), default=None,
-                     help="Input records per trial (default 600, 200 with --quick)."),
+                     help="Input records per trial (default 600; with --quick 200 in runner "
+                     "mode, 300 in command and spark modes)."),
         click.option("--keys", type=click.IntRange(1), default=8, show_default=True,
                      help="Distinct keys in the input."),
         click.option("--partitions", type=click.IntRange(1), default=3, show_default=True,
                      help="Partitions of the topics prove creates."),
         click.option("--seed", type=int, default=None,
                      help="Replay the kill schedules of this seed (printed by every run)."),
-        click.option("--kills", metavar="STEP:N,...",
-                     help="Replay one schedule exactly as written (from a failure report)."),
-        click.option("--quick", is_flag=True, help="Fewer kills: one per step (about a minute)."),
+        click.option("--kills", metavar="[FAULT/]STEP:N[@W],...",
+                     help="Replay one fault schedule exactly as written (from a failure "
+                     "report): progress:12, after_db_commit:2@2, broker/after_append:3."),
+        click.option("--faults", default="kill", show_default=True, metavar="KIND,...",
+                     help="What goes wrong: kill (the pipeline's processes, SIGKILL), broker "
+                     "(the embedded broker SIGKILLed after a durable append, before its "
+                     "answer), network (a worker's connections dropped for 3 s), "
+                     "coordinator-cut (only its group coordinator's, so it goes on fetching "
+                     "without its group), delay (its traffic slowed for 3 s), pause (a "
+                     "worker stopped for 5 s, as a long GC pause or a frozen VM, while its "
+                     "group moves its partitions to the others), leader, "
+                     "group-coordinator, "
+                     "txn-coordinator or cluster (an Apache Kafka node SIGKILLed; needs "
+                     "--kafka-cluster)."),
+        click.option("--workers", type=click.IntRange(1), default=1, show_default=True,
+                     help="Copies of the pipeline running at once, each killed on its own "
+                     "(a consumer group rebalances during the proof)."),
+        click.option("--quick", is_flag=True,
+                     help="Fewer faults: one kill per step in runner mode, one schedule of "
+                     "one fault per trigger kind otherwise, fewer records."),
         click.option("--no-shrink", "shrink", is_flag=True, default=True, flag_value=False,
                      help="Report the first failing schedule as it is."),
         click.option("--bootstrap", default=None, metavar="HOST:PORT",
-                     help="A running cluster instead of the embedded broker (its topics "
-                     "are deleted and created again for each trial)."),
+                     help="A running cluster instead of a fresh embedded broker per trial "
+                     "(its topics and groups are deleted and created again for each trial)."),
+        click.option("--kafka-cluster", is_flag=True,
+                     help="Run on a 3-node Apache Kafka cluster started for the proof (Java; "
+                     "jars from Maven, cached), whose nodes node faults kill."),
         click.option("--timeout", "stall_s", type=float, default=DEFAULT_TIMEOUT,
                      help="Seconds without output before the pipeline counts as stuck "
                      "[default: 60; spark: 240]."),
@@ -74,12 +97,15 @@ def proof_options(command: Callable[..., Any]) -> Callable[..., Any]:
 
 @click.group("prove")
 def prove_command() -> None:
-    """Kill your own pipeline at every step, restart it until its input is drained, and
-    audit it: exactly-once held, or the smallest kill schedule that breaks it.
+    """Run your own pipeline through faults (SIGKILLs at every step, broker restarts,
+    network cuts, Apache Kafka node failures), restart it until its input is drained, and
+    audit it: exactly-once held, or the smallest fault schedule that breaks it.
 
     Exit 0 when exactly-once held, 1 when it broke, 2 on bad input (a handler that does
     not import, a pipeline that exits at once or never drains, no outputs, a wrong
-    mapping). Every run prints its seed; --seed replays it. See docs/prove.md.
+    mapping), 4 when it held but fewer faults landed than planned (an incomplete proof),
+    5 when prove itself failed (its broker, the cluster or database server it was given).
+    Every run prints its seed; --seed replays it. `onceflow docs prove` has the guide.
     """
 
 
@@ -101,26 +127,30 @@ def prove_runner(handler: str, config: Path, kills_per_step: int | None, **optio
 @click.option("--database", is_flag=True,
               help="Give the pipeline a fresh SQLite file ($ONCEFLOW_DATABASE_URL).")  # fmt: skip
 @click.option("--kills-per-trial", "command_kills", type=click.IntRange(1), default=None,
-              help="Kills in each schedule (default 6, 3 with --quick).")  # fmt: skip
+              help="Faults in each schedule (default 6, 3 with --quick).")  # fmt: skip
 @proof_options
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
 def prove_command_mode(command: tuple[str, ...], **options: Any) -> None:
-    """Prove any command (`-- python my_consumer.py`): SIGKILL its process group while its
-    outputs grow. It gets $ONCEFLOW_BOOTSTRAP, $ONCEFLOW_INPUT_TOPIC and, with a table
-    output or --database, $ONCEFLOW_DATABASE_URL."""
+    """Prove any command (`-- python my_consumer.py`, a Java or Node app): faults land
+    while its outputs grow. It gets $ONCEFLOW_BOOTSTRAP, $ONCEFLOW_INPUT_TOPIC,
+    $ONCEFLOW_WORKER and, with a table output or --database, $ONCEFLOW_DATABASE_URL (and
+    for SQLite $ONCEFLOW_DATABASE_PATH); or the same in its arguments through the
+    placeholders {bootstrap}, {input_topic}, {database_url}, {database_path},
+    {trial_dir} and {worker}."""
     _run("command", command=list(command), **options)
 
 
 @prove_command.command("spark")
 @click.argument("job", metavar="JOB.py")
 @click.option("--kills-per-trial", "command_kills", type=click.IntRange(1), default=None,
-              help="Kills in each schedule (default 6, 3 with --quick).")  # fmt: skip
+              help="Faults in each schedule (default 6, 3 with --quick).")  # fmt: skip
 @proof_options
 @click.argument("job_args", nargs=-1, type=click.UNPROCESSED, metavar="[-- ARGS]")
 def prove_spark(job: str, job_args: tuple[str, ...], **options: Any) -> None:
     """Prove a PySpark streaming job: SIGKILL its process group (driver, JVM, Python
-    workers) while its outputs grow. It gets what command mode gives, plus
-    $ONCEFLOW_PROVE_CHECKPOINT, its checkpoint directory (kept across its restarts)."""
+    workers) at the named steps of the onceflow sinks it writes through, or while its
+    outputs grow. It gets what command mode gives, plus $ONCEFLOW_PROVE_CHECKPOINT (and
+    the placeholder {checkpoint}), its checkpoint directory, kept across its restarts."""
     if options["stall_s"] == DEFAULT_TIMEOUT:
         options["stall_s"] = SPARK_TIMEOUT  # a JVM and a SparkSession take a while to start
     _run("spark", command=[job, *job_args], **options)
@@ -132,33 +162,61 @@ def _terminated(signum: int, _frame: object) -> None:
 
 def _run(mode: str, **given: Any) -> None:
     from onceflow.cli.output import console
-    from onceflow.prove import ProofOptions, ProveError, run_proof
-    from onceflow.prove.lives import LifeResult
+    from onceflow.faults.results import Landing
+    from onceflow.faults.workers import Ending, Life
+    from onceflow.prove import ProofOptions, ProveError, ProveFailure, run_proof
+    from onceflow.prove.errors import (
+        EXIT_BAD_INPUT,
+        EXIT_BROKEN,
+        EXIT_HELD,
+        EXIT_INCOMPLETE,
+        EXIT_PROVE_FAILED,
+    )
     from onceflow.prove.report import render, to_json, to_markdown
 
     json_path = given.pop("json_path")
     markdown, png = given.pop("markdown"), given.pop("png")
-    options = ProofOptions(mode=mode, outputs=list(given.pop("outputs")), **given)
+    faults = tuple(kind.strip() for kind in given.pop("faults").split(",") if kind.strip())
+    options = ProofOptions(mode=mode, outputs=list(given.pop("outputs")), faults=faults, **given)
     err = console(stderr=True)
 
-    def on_life(trial: int, life: LifeResult) -> None:
-        if life.kill is None:
+    def on_life(trial: int, life: Life) -> None:
+        who = f"worker {life.worker} " if options.workers > 1 else ""
+        if life.ending is Ending.STOPPED:
             what = "drained"
-        elif life.landed:
-            what = f"SIGKILL at {life.kill}"
+        elif life.fault is not None:
+            what = f"SIGKILL at {life.fault}"
         else:
-            what = f"drained before {life.kill}"
-        err.print(f"trial {trial}: {what} ({life.seconds:.1f} s, outputs {life.outputs_before}"
-                  f" -> {life.outputs_after})")  # fmt: skip
+            what = f"{life.ending}" + (f" (code {life.exit_code})" if life.exit_code else "")
+        err.print(f"trial {trial}: {who}{what} ({life.seconds:.1f} s, outputs "
+                  f"{life.outputs_before} -> {life.outputs_after})")  # fmt: skip
+
+    def on_landing(trial: int, landing: Landing) -> None:
+        if landing.fault.kills_worker and landing.landed:
+            return  # said by on_life when the life ends
+        if landing.landed:
+            err.print(f"trial {trial}: {landing.fault}: {landing.note} "
+                      f"(outputs {landing.outputs})")  # fmt: skip
+        else:
+            err.print(f"trial {trial}: {landing.fault} did not land: {landing.note}")
 
     if options.seed is not None:
         err.print(f"seed {options.seed}")
     signal.signal(signal.SIGTERM, _terminated)  # unwind: the pipeline and broker are killed
     try:
-        proof = run_proof(options, on_life=on_life)
+        proof = run_proof(options, on_life=on_life, on_landing=on_landing)
     except ProveError as error:
         click.echo(f"error: {error}", err=True)
-        raise SystemExit(EXIT_UNAVAILABLE) from None
+        raise SystemExit(EXIT_BAD_INPUT) from None
+    except ProveFailure as error:
+        click.echo(f"error: prove could not run the proof: {error}", err=True)
+        raise SystemExit(EXIT_PROVE_FAILED) from None
+    except Exception as error:  # a bug of prove's: one line, the traceback in a file
+        where = Path(options.work_dir or ".") / "onceflow-prove-error.txt"
+        where.write_text(traceback.format_exc())
+        click.echo(f"error: prove failed: {type(error).__name__}: {error} (traceback in "
+                   f"{where}; please report it)", err=True)  # fmt: skip
+        raise SystemExit(EXIT_PROVE_FAILED) from None
     picture = None
     if png is not None:
         from onceflow.prove.heatmap import draw
@@ -176,4 +234,6 @@ def _run(mode: str, **given: Any) -> None:
         render(proof, console())
         if json_path is not None:
             json_path.write_text(to_json(proof) + "\n")
-    raise SystemExit(0 if proof.held else EXIT_FOUND)
+    if not proof.held:
+        raise SystemExit(EXIT_BROKEN)
+    raise SystemExit(EXIT_HELD if proof.complete else EXIT_INCOMPLETE)

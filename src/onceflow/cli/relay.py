@@ -17,7 +17,8 @@ from onceflow.patterns.outbox import DEFAULT_SHARDS, DEFAULT_TABLE
 @click.option("--table", default=DEFAULT_TABLE, show_default=True, help="Outbox table.")
 @click.option("--shards", default=DEFAULT_SHARDS, show_default=True,
               help="Key shards (must match the writers' Outbox(shards=...)).")  # fmt: skip
-@click.option("--batch-size", default=500, show_default=True)
+@click.option("--batch-size", default=500, show_default=True,
+              help="Rows one cycle reads, publishes and marks published at most.")  # fmt: skip
 @click.option("--shards-per-cycle", default=4, show_default=True,
               help="PostgreSQL: shards one relay locks per cycle (SKIP LOCKED).")  # fmt: skip
 @click.option("--lease-ttl-ms", default=15_000, show_default=True,
@@ -45,8 +46,9 @@ def relay_command(
     unmarked rows (duplicates carry the same onceflow-outbox-id header for an inbox).
     Exit 2 if the database or the configuration is unusable.
     """
+    from onceflow.configuration_error import ConfigurationError
     from onceflow.crash_points import CrashPoints
-    from onceflow.db import ConfigurationError, DatabaseError, connect
+    from onceflow.db import DatabaseError, connect
     from onceflow.patterns.outbox import Outbox
     from onceflow.patterns.relay import Relay, RelayConfig
 

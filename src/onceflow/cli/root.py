@@ -56,8 +56,10 @@ class OnceflowGroup(click.Group):
 def main() -> None:
     """Exactly-once Kafka pipelines for Python and PySpark.
 
-    Exit codes of every command: 0 success; 1 anomalies found, an unknown group, topic or
-    transactional id, or an operation refused; 2 the cluster (or a source) could not be
-    reached or checked (including failed authentication); 3 not authorized (the principal
-    may not do or see this). Details per command: docs/cli.md.
+    Exit codes: 0 success; 1 anomalies found, an unknown group, topic or transactional
+    id, or an operation refused; 2 the cluster (or a source) could not be reached or
+    checked (including failed authentication), or the command line is invalid; 3 not
+    authorized (the principal may not do or see this). The topics-file commands with
+    --detailed-exitcode and log say otherwise in their help. Every command and its
+    options: onceflow docs cli; all the documentation: onceflow docs.
     """

@@ -1,175 +1,181 @@
-"""``onceflow topics``: topics as code (plan|migrate|...) and any cluster's topics (list|describe).
-
-Exit codes of the topics-file commands: 0 success (with ``--detailed-exitcode``: and
-nothing to change), 1 errors (invalid spec, impossible change, lock timeout, cluster
-error), 2 changes planned or made (only with ``--detailed-exitcode``) or, without it, a
-cluster that cannot be reached. confluent-kafka is imported only when a command runs.
-"""
+"""``onceflow topics``: any cluster's topics (list, describe), one topic at a time as
+kafka-topics does it (create, alter, delete TOPIC), and topics as code (a topics.yaml:
+``topics_file.py``)."""
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import click
-from rich.console import Console
-from rich.markup import escape
 
-from onceflow.cli.options import (
-    EXIT_UNAVAILABLE,
-    ClientSettings,
-    cluster_options,
-    json_option,
-)
+from onceflow.cli.options import ClientSettings, cluster_options, json_option, parse_key_values
 from onceflow.cli.output import print_json, print_rows, print_table
+from onceflow.cli.topics_file import (
+    FILE_PARAMETERS,
+    HELP,
+    file_options,
+    run_file_command,
+)
 
-HELP = {
-    "plan": "Show what migrate would change, as a diff; change nothing.",
-    "migrate": "Create missing topics, add partitions and align configs (idempotent).",
-    "create": "Create the declared topics that do not exist; leave existing ones alone.",
-    "delete": "Delete the declared topics and their data (needs --yes).",
-    "repartition": "Add partitions to declared topics that have fewer than declared.",
-    "reset": "Delete and re-create the declared topics, losing their data (needs --yes).",
-    "align": "Change the configs of existing topics to the declared values only.",
-}
-
-
-def _options(function: Any) -> Any:
-    options = [
-        click.option(
-            "--file",
-            "-f",
-            "file",
-            type=click.Path(dir_okay=False, path_type=Path),
-            default=Path("topics.yaml"),
-            show_default=True,
-            help="The topics file.",
-        ),
-        click.option(
-            "--env",
-            "env",
-            envvar="ONCEFLOW_ENV",
-            help="Apply this environment's overrides from the file (env ONCEFLOW_ENV).",
-        ),
-        click.option(
-            "--strict",
-            is_flag=True,
-            help="Fail on topics on the cluster that are not declared (__internal ones aside).",
-        ),
-        click.option(
-            "--detailed-exitcode",
-            is_flag=True,
-            help="Exit 0 when nothing changes, 2 when there are changes, 1 on errors.",
-        ),
-        click.option("--yes", "-y", is_flag=True, help="Confirm delete and reset."),
-        click.option(
-            "--lock-timeout",
-            type=float,
-            default=30.0,
-            show_default=True,
-            help="Seconds to wait for the cluster lock another run holds (plan takes none).",
-        ),
-    ]
-    for option in reversed(options):
-        function = option(function)
-    return cluster_options(function)
+KEYED_DATA_WARNING = (
+    "warning: adding partitions changes hash(key) % partitions: records with a key go to "
+    "other partitions from now on, so per-key order across the change is not kept"
+)
 
 
 @click.group("topics")
 def topics_command() -> None:
-    """Topics of any cluster (list, describe) and topics as code (a topics.yaml).
+    """Topics of any cluster (list, describe; create, alter, delete one TOPIC as
+    kafka-topics does) and topics as code (a topics.yaml).
 
     The topics-file commands validate the whole file first and print their plan as a
     diff. Their exit codes: 0 success, 1 errors, 2 changes planned or made (only with
     --detailed-exitcode; without it, 2 is a cluster that cannot be reached). The file
-    format and each command: docs/topics.md.
+    format and each command: onceflow docs topics.
     """
 
 
-def _make_command(name: str) -> click.Command:
-    @_options
-    def command(
-        client: ClientSettings, file: Path, detailed_exitcode: bool, **run_options: Any
-    ) -> None:
-        raise SystemExit(
-            run_command(
-                name,
-                file,
-                client.bootstrap,
-                detailed_exitcode,
-                client_config=client.extra,
-                **run_options,
-            )
-        )
+def _make_file_command(name: str) -> click.Command:
+    @cluster_options
+    @file_options
+    def command(client: ClientSettings, **options: Any) -> None:
+        run_file_command(name, client, **options)
 
-    command.__doc__ = HELP[name]
     return click.command(name, help=HELP[name])(command)
 
 
-def run_command(
-    name: str, file: Path, bootstrap: str, detailed_exitcode: bool, **run_options: Any
-) -> int:
-    """Run one command, print its plan and outcome; return the exit code.
+for _name in ("plan", "migrate", "repartition", "reset", "align"):
+    topics_command.add_command(_make_file_command(_name))
 
-    ``run_options`` are ``onceflow.topics.run``'s keyword arguments: ``env``, ``strict``,
-    ``yes``, ``lock_timeout``, ``client_config``.
+
+def _refuse(given: list[str], reason: str) -> None:
+    if given:
+        raise click.UsageError(f"{given[0]} {reason}")
+
+
+def _given(*parameters: str) -> list[str]:
+    """The options among ``parameters`` set on the command line, as they are spelled."""
+    context = click.get_current_context()
+    spelled = {p.name: p.opts[0] for p in context.command.params}
+    return [
+        spelled[name]
+        for name in parameters
+        if context.get_parameter_source(name) == click.core.ParameterSource.COMMANDLINE
+    ]
+
+
+@topics_command.command("create")
+@cluster_options
+@file_options
+@click.argument("topics", nargs=-1, metavar="[TOPIC]...")
+@click.option(
+    "--partitions",
+    type=click.IntRange(min=1),
+    default=None,
+    help="With TOPIC: its partitions (default: the broker's num.partitions).",
+)
+@click.option(
+    "--replication-factor",
+    type=click.IntRange(min=1),
+    default=None,
+    help="With TOPIC: its replicas (default: the broker's default.replication.factor).",
+)
+@click.option(
+    "--config",
+    "configs",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="With TOPIC: a topic config by Kafka's name, e.g. retention.ms=3600000. Repeatable.",
+)
+@click.option("--if-not-exists", is_flag=True, help="With TOPIC: exit 0 when it exists already.")
+def create_command(
+    client: ClientSettings,
+    topics: tuple[str, ...],
+    partitions: int | None,
+    replication_factor: int | None,
+    configs: tuple[str, ...],
+    if_not_exists: bool,
+    **file_settings: Any,
+) -> None:
+    """Create TOPIC as kafka-topics --create does, or the topics file's topics.
+
+    With TOPIC (several allowed): create it with --partitions, --replication-factor and
+    --config; exit 1 if it exists (0 with --if-not-exists), 2 if the cluster rejects a
+    setting. Without TOPIC: create the declared topics that do not exist and leave
+    existing ones alone (the topics-file options).
     """
-    from onceflow.topics import (
-        ClusterUnreachable,
-        ConfirmationRequired,
-        PlanError,
-        SpecError,
-        TopicsError,
-        run,
-    )
-    from onceflow.topics.lock import describe_holder
-    from onceflow.topics.plan import render
+    from onceflow.admin.topics import create_topic
 
-    console = Console(soft_wrap=True)
-    errors = Console(stderr=True, soft_wrap=True)
-    lock_timeout = run_options["lock_timeout"]
-
-    def on_wait(holder: dict[str, Any] | None) -> None:
-        errors.print(
-            f"waiting up to {lock_timeout:g} s for the topics lock, held by "
-            f"{escape(describe_holder(holder))}"
+    one_topic = ("partitions", "replication_factor", "configs", "if_not_exists")
+    if not topics:
+        _refuse(_given(*one_topic), "needs a TOPIC: onceflow topics create TOPIC --partitions 3")
+        run_file_command("create", client, **file_settings)
+    _refuse(_given(*FILE_PARAMETERS, "yes"), "applies to the topics file, not to TOPIC")
+    settings = parse_key_values(configs, "--config")
+    session = client.session()
+    for name in topics:
+        topic = create_topic(session, name, partitions, replication_factor, settings, if_not_exists)
+        if topic.existed:
+            click.echo(f"topic {name} already exists: left as it is")
+            continue
+        plural = "partition" if topic.partitions == 1 else "partitions"
+        click.echo(
+            f"created topic {name}: {topic.partitions} {plural}, "
+            f"replication factor {topic.replication_factor}"
         )
 
-    try:
-        plan = run(
-            name,
-            file,
-            bootstrap,
-            **run_options,
-            on_plan=lambda plan: render(plan, console),
-            on_lock_wait=on_wait,
-        )
-    except SpecError as error:
-        count = len(error.problems)
-        problems = f"{count} problem" + ("s" if count != 1 else "")
-        errors.print(f"[bold red]invalid topics file[/bold red] ({problems}):")
-        for problem in error.problems:
-            errors.print(f"  {escape(str(problem))}")
-        return 1
-    except PlanError:
-        errors.print("[bold red]refused:[/bold red] the plan has errors; nothing was changed")
-        return 1
-    except ConfirmationRequired as error:
-        errors.print(f"[bold red]error:[/bold red] {escape(str(error))}")
-        return 1
-    except ClusterUnreachable as error:  # with --detailed-exitcode, 2 means "changes"
-        errors.print(f"[bold red]error:[/bold red] {escape(str(error))}")
-        return 1 if detailed_exitcode else EXIT_UNAVAILABLE
-    except TopicsError as error:
-        errors.print(f"[bold red]error:[/bold red] {escape(str(error))}")
-        return 1
-    if plan.applied and plan.has_changes:
-        console.print(f"[bold green]{escape(plan.summary())}[/bold green]")
-    return plan.exit_code(detailed_exitcode)
+
+@topics_command.command("delete")
+@cluster_options
+@file_options
+@click.argument("topics", nargs=-1, metavar="[TOPIC]...")
+@click.option("--if-exists", is_flag=True, help="With TOPIC: exit 0 when it does not exist.")
+def delete_command(
+    client: ClientSettings, topics: tuple[str, ...], if_exists: bool, **file_settings: Any
+) -> None:
+    """Delete TOPIC and its data as kafka-topics --delete does, or the topics file's
+    topics; either needs --yes.
+
+    With TOPIC (several allowed): exit 1 if one does not exist (0 with --if-exists).
+    Without TOPIC: delete the declared topics (the topics-file options).
+    """
+    from onceflow.admin.errors import Refused
+    from onceflow.admin.topics import delete_topics
+
+    if not topics:
+        _refuse(_given("if_exists"), "needs a TOPIC: onceflow topics delete TOPIC --yes")
+        run_file_command("delete", client, **file_settings)
+    _refuse(_given(*FILE_PARAMETERS), "applies to the topics file, not to TOPIC")
+    if not file_settings["yes"]:
+        what = ("topic " if len(topics) == 1 else "topics ") + ", ".join(topics)
+        raise Refused(f"deleting {what} deletes {'its' if len(topics) == 1 else 'their'} "
+                      "data: add --yes to do it")  # fmt: skip
+    for name in delete_topics(client.session(), list(topics), if_exists):
+        click.echo(f"deleted topic {name}")
 
 
-for _name in HELP:
-    topics_command.add_command(_make_command(_name))
+@topics_command.command("alter")
+@cluster_options
+@click.argument("topic")
+@click.option(
+    "--partitions",
+    type=click.IntRange(min=1),
+    required=True,
+    help="The topic's new number of partitions (Kafka only adds partitions).",
+)
+@click.option("--if-exists", is_flag=True, help="Exit 0 when the topic does not exist.")
+def alter_command(client: ClientSettings, topic: str, partitions: int, if_exists: bool) -> None:
+    """Add partitions to TOPIC, as kafka-topics --alter --partitions does.
+
+    Exit 1 if the topic does not exist (0 with --if-exists), 2 if the cluster refuses
+    the count (fewer than it has: INVALID_PARTITIONS). Topic configs: the topics file
+    (onceflow topics align).
+    """
+    from onceflow.admin.topics import add_partitions
+
+    if add_partitions(client.session(), topic, partitions, if_exists):
+        click.echo(KEYED_DATA_WARNING, err=True)
+        click.echo(f"topic {topic} now has {partitions} partitions")
 
 
 @topics_command.command("list")

@@ -39,7 +39,12 @@ from onceflow.cli.options import (
     help="Dead-letter topic: events found there are accounted for, and reported "
     "as dead-lettered instead of missing.",
 )
-@click.option("--id-field", required=True, help="Event id: JSON value field, key:, key:FIELD.")
+@click.option(
+    "--id-field",
+    required=True,
+    help="Where the event id is: a field of the JSON value (order_id, payload.order_id), "
+    "key: (the whole key), key:FIELD (a field of a JSON key); in a table, a column.",
+)
 @click.option("--key-field", help="Ordering key (same syntax); order is checked per key.")
 @click.option("--output-id-field", help="Event id in the outputs (default: --id-field).")
 @click.option("--output-key-field", help="Key in the outputs (default: --key-field).")
@@ -69,8 +74,10 @@ def verify_command(
     aborted data visible.
 
     Exit 0 when clean, 1 on any anomaly or an unknown topic, 2 when a source cannot be
-    read (unreachable cluster, unreadable database, an --id-field no input record has),
-    3 when the principal may not read a topic.
+    read (unreachable cluster, a database that cannot be opened, an --id-field no input
+    record has, a column the table lacks), 3 when the principal may not read a topic.
+    Input records that repeat an id are counted and said in words: each output is
+    expected to hold each id once.
     """
     from onceflow.verify.run import run_verify
     from onceflow.verify.sources import SourceError, SourceNotAuthorized, SourceNotFound

@@ -1,18 +1,12 @@
-"""The classic group protocol's state machine: JoinGroup, SyncGroup, Heartbeat and
-LeaveGroup, as Apache Kafka's ``GroupCoordinator`` runs them (the pre-KIP-848 protocol).
+"""The classic group protocol's requests: JoinGroup, SyncGroup, Heartbeat and LeaveGroup,
+as Apache Kafka's ``GroupCoordinator`` answers them (the pre-KIP-848 protocol). The
+rebalance they drive, with its timers, is ``classic_rebalance``.
 
-* A group moves Empty → PreparingRebalance → CompletingRebalance → Stable, back to
-  PreparingRebalance on any membership change, and to Dead when deleted.
-* JoinGroup v4+ without a member id answers MEMBER_ID_REQUIRED with a fresh id (KIP-394);
-  the rebalance completes when every known member has rejoined or the rebalance timeout
-  (the largest of the members') expires, which removes the dynamic members that did not
-  rejoin. The first member is the leader and receives every member's metadata for the
-  selected protocol (each member votes for its most preferred protocol that all support).
+* JoinGroup v4+ without a member id answers MEMBER_ID_REQUIRED with a fresh id (KIP-394).
+  The first member is the leader and receives every member's metadata for the selected
+  protocol (each member votes for its most preferred protocol that all support).
 * SyncGroup from the leader carries the assignment; it is made durable in
-  ``__consumer_offsets`` before members receive it. Members that have not sent SyncGroup
-  within the rebalance timeout are removed.
-* A member whose heartbeats stop for its session timeout is removed (members waiting in a
-  JoinGroup or SyncGroup are bounded by the rebalance timeout instead).
+  ``__consumer_offsets`` before members receive it.
 * Static members (``group.instance.id``) keep their place across restarts; a newer
   instance with the same id fences the older one (FENCED_INSTANCE_ID).
 """
@@ -25,6 +19,7 @@ import uuid
 
 from onceflow.clock import Clock
 from onceflow.config import BrokerConfig
+from onceflow.coordinator.classic_rebalance import ClassicRebalance
 from onceflow.coordinator.consumer_protocol import not_classic
 from onceflow.coordinator.group_log import GroupLog
 from onceflow.coordinator.group_metadata import (
@@ -49,6 +44,7 @@ class ClassicProtocol:
         self.group_log = group_log
         self.config = config
         self.clock = clock
+        self.rebalance = ClassicRebalance(groups, group_log, config, clock)
 
     # -- configuration --------------------------------------------------------------------
 
@@ -56,169 +52,13 @@ class ClassicProtocol:
     def min_session_timeout_ms(self) -> int:
         return self.config["group.min.session.timeout.ms"]
 
-    @property
-    def max_session_timeout_ms(self) -> int:
-        return self.config["group.max.session.timeout.ms"]
-
-    @property
-    def initial_rebalance_delay_ms(self) -> int:
-        return self.config["group.initial.rebalance.delay.ms"]
-
     def tick(self, now: float) -> None:
         """Expire sessions, pending members, join and sync deadlines."""
-        for group in list(self.groups.values()):
-            expired = [m for m, deadline in group.pending_members.items() if deadline <= now]
-            for member_id in expired:
-                del group.pending_members[member_id]
-                log.info("pending member %s of group %s expired", member_id, group.group_id)
-            if expired:
-                self._try_complete_join(group, now)
-            for member in list(group.members.values()):
-                if group.members.get(member.member_id) is not member:
-                    continue  # removed meanwhile (a completed rebalance drops stragglers)
-                if member.awaiting_join or member.awaiting_sync:
-                    continue
-                if now - member.last_heartbeat > member.session_timeout_ms / 1000:
-                    self._remove_member_and_update_group(
-                        group,
-                        member,
-                        f"member {member.member_id} in group {group.group_id} has failed, "
-                        "removing it from the group (session timeout)",
-                        now,
-                    )
-            if (
-                group.is_(GroupState.PREPARING_REBALANCE)
-                and group.join_deadline is not None
-                and now >= group.join_deadline
-            ):
-                self._on_join_deadline(group, now)
-            if group.sync_deadline is not None and now >= group.sync_deadline:
-                self._on_sync_deadline(group, now)
+        self.rebalance.tick(now)
 
-    def _on_join_deadline(self, group: Group, now: float) -> None:
-        if group.initial_join_limit is not None:  # Kafka's InitialDelayedJoin
-            if group.new_member_added and now < group.initial_join_limit:
-                group.new_member_added = False
-                delay = self.initial_rebalance_delay_ms / 1000
-                group.join_deadline = min(now + delay, group.initial_join_limit)
-                return
-            group.initial_join_limit = None
-        self._complete_join(group, now)
-
-    def _on_sync_deadline(self, group: Group, now: float) -> None:
-        group.sync_deadline = None
-        if group.state not in (GroupState.COMPLETING_REBALANCE, GroupState.STABLE):
-            return
-        if not group.pending_sync:
-            return
-        missing = sorted(group.pending_sync)
-        for member_id in missing:
-            member = group.remove(member_id)
-            if member is not None:
-                member.answer_join(JoinResult(ErrorCode.unknown_member_id, member_id))
-        self._prepare_rebalance(
-            group, f"removing {missing} on pending sync request expiration", now
-        )
-        self._try_complete_join(group, now)
-
-    # -- rebalancing ----------------------------------------------------------------------
-
-    def _maybe_prepare_rebalance(self, group: Group, reason: str, now: float) -> None:
-        if group.can_rebalance():
-            self._prepare_rebalance(group, reason, now)
-        self._try_complete_join(group, now)
-
-    def _prepare_rebalance(self, group: Group, reason: str, now: float) -> None:
-        if group.is_(GroupState.COMPLETING_REBALANCE):
-            self._reset_and_propagate_assignment_error(group, ErrorCode.rebalance_in_progress)
-        group.pending_sync.clear()
-        group.sync_deadline = None
-        was_empty = group.is_(GroupState.EMPTY)
-        old_generation = group.generation_id
-        old_state = group.state
-        group.transition(GroupState.PREPARING_REBALANCE, self.clock.now_ms())
-        timeout = group.max_rebalance_timeout_ms(self.max_session_timeout_ms) / 1000
-        delay = self.initial_rebalance_delay_ms / 1000
-        if was_empty and delay > 0:
-            group.new_member_added = False
-            group.join_deadline = now + min(delay, timeout)
-            group.initial_join_limit = now + timeout
-        else:
-            group.initial_join_limit = None
-            group.join_deadline = now + timeout
-        log.info(
-            "preparing to rebalance group %s in state %s with old generation %d (reason: %s)",
-            group.group_id,
-            old_state.value,
-            old_generation,
-            reason,
-        )
-
-    def _try_complete_join(self, group: Group, now: float) -> None:
-        if (
-            group.is_(GroupState.PREPARING_REBALANCE)
-            and group.initial_join_limit is None
-            and group.has_all_members_joined()
-        ):
-            self._complete_join(group, now)
-
-    def _complete_join(self, group: Group, now: float) -> None:
-        if not group.is_(GroupState.PREPARING_REBALANCE):
-            return
-        for member in group.not_yet_rejoined():
-            if member.group_instance_id is None:
-                group.remove(member.member_id)
-                log.info(
-                    "member %s of group %s did not rejoin in time; removed",
-                    member.member_id,
-                    group.group_id,
-                )
-        if group.members and not group.elect_joined_leader():
-            # Only static members that have not rejoined remain: wait for them (or for
-            # their session timeout) one more rebalance timeout.
-            timeout = group.max_rebalance_timeout_ms(self.max_session_timeout_ms) / 1000
-            group.join_deadline = now + timeout
-            return
-        group.join_deadline = None
-        group.initial_join_limit = None
-        group.init_next_generation(self.clock.now_ms())
-        if group.is_(GroupState.EMPTY):
-            log.info(
-                "group %s with generation %d is now empty", group.group_id, group.generation_id
-            )
-            self.group_log.store_group_soon(group)
-            return
-        log.info(
-            "stabilized group %s generation %d (%s) with %d members",
-            group.group_id,
-            group.generation_id,
-            group.protocol_name,
-            len(group.members),
-        )
-        for member in group.members.values():
-            member.answer_join(self._current_generation(group, member))
-            member.last_heartbeat = now
-            member.is_new = False
-            group.pending_sync.add(member.member_id)
-        timeout = group.max_rebalance_timeout_ms(self.max_session_timeout_ms) / 1000
-        group.sync_deadline = now + timeout
-
-    def _reset_and_propagate_assignment_error(self, group: Group, error: ErrorCode) -> None:
-        for member in group.members.values():
-            member.assignment = b""
-            member.answer_sync(SyncResult(error))
-
-    def _remove_member_and_update_group(
-        self, group: Group, member: Member, reason: str, now: float
-    ) -> None:
-        member.answer_join(JoinResult(ErrorCode.unknown_member_id, ""))
-        member.answer_sync(SyncResult(ErrorCode.unknown_member_id))
-        group.remove(member.member_id)
-        log.info("%s", reason)
-        if group.state in (GroupState.STABLE, GroupState.COMPLETING_REBALANCE):
-            self._maybe_prepare_rebalance(group, reason, now)
-        elif group.is_(GroupState.PREPARING_REBALANCE):
-            self._try_complete_join(group, now)
+    def member_disconnected(self, group: Group, member_id: str, now: float) -> None:
+        """The member's connection closed: its session ends now, as if it had expired."""
+        self.rebalance.member_disconnected(group, member_id, now)
 
     # -- JoinGroup ------------------------------------------------------------------------
 
@@ -227,7 +67,7 @@ class ClassicProtocol:
         if not request.group_id:
             return JoinResult(ErrorCode.invalid_group_id, member_id)
         timeout = request.session_timeout_ms
-        if not (self.min_session_timeout_ms <= timeout <= self.max_session_timeout_ms):
+        if not (self.min_session_timeout_ms <= timeout <= self.rebalance.max_session_timeout_ms):
             return JoinResult(ErrorCode.invalid_session_timeout, member_id)
         now = self.clock.monotonic()
         group = self.groups.get(request.group_id)
@@ -288,7 +128,7 @@ class ClassicProtocol:
             return JoinResult(ErrorCode.unknown_member_id, member_id)
         if group.is_(GroupState.COMPLETING_REBALANCE) and member.matches(request.protocols):
             # The member did not see the JoinGroup response: send it again.
-            return self._current_generation(group, member)
+            return self.rebalance.current_generation(group, member)
         if (
             group.state in (GroupState.PREPARING_REBALANCE, GroupState.COMPLETING_REBALANCE)
             or group.is_leader(member_id)
@@ -297,24 +137,7 @@ class ClassicProtocol:
             return self._update_member_and_rebalance(group, member, request, now)
         # Stable or Empty, a follower with unchanged metadata
         member.last_heartbeat = now
-        return self._current_generation(group, member)
-
-    def _current_generation(self, group: Group, member: Member) -> JoinResult:
-        everyone = []
-        if group.is_leader(member.member_id):
-            everyone = [
-                (m.member_id, m.group_instance_id, m.metadata_for(group.protocol_name))
-                for m in group.members.values()
-            ]
-        return JoinResult(
-            ErrorCode.none,
-            member.member_id,
-            group.generation_id,
-            group.protocol_type,
-            group.protocol_name,
-            group.leader_id or "",
-            everyone,
-        )
+        return self.rebalance.current_generation(group, member)
 
     def _add_member_and_rebalance(
         self, group: Group, member_id: str, request: JoinGroupRequest, now: float
@@ -336,7 +159,7 @@ class ClassicProtocol:
         if group.is_(GroupState.PREPARING_REBALANCE):
             group.new_member_added = True
         group.add(member)
-        self._maybe_prepare_rebalance(
+        self.rebalance.maybe_prepare(
             group,
             f"adding new member {member_id} with group instance id "
             f"{request.group_instance_id}; client reason: {request.why}",
@@ -359,7 +182,7 @@ class ClassicProtocol:
         member.answer_join(JoinResult(ErrorCode.rebalance_in_progress, member.member_id))
         future: asyncio.Future[JoinResult] = asyncio.get_running_loop().create_future()
         member.join_future = future
-        self._maybe_prepare_rebalance(
+        self.rebalance.maybe_prepare(
             group,
             f"updating metadata for member {member.member_id}; client reason: {request.why}",
             now,
@@ -393,10 +216,10 @@ class ClassicProtocol:
         member.join_future = future
         reason = f"static member {instance_id} rejoined with a new member id"
         if group.is_(GroupState.COMPLETING_REBALANCE):
-            self._prepare_rebalance(group, reason, now)
-            self._try_complete_join(group, now)
+            self.rebalance.prepare(group, reason, now)
+            self.rebalance.try_complete_join(group, now)
         else:
-            self._maybe_prepare_rebalance(group, reason, now)
+            self.rebalance.maybe_prepare(group, reason, now)
         return future
 
     # -- SyncGroup ------------------------------------------------------------------------
@@ -472,8 +295,8 @@ class ClassicProtocol:
         if not group.is_(GroupState.COMPLETING_REBALANCE) or group.generation_id != generation:
             return  # the group moved on meanwhile
         if not stored:
-            self._reset_and_propagate_assignment_error(group, code)
-            self._maybe_prepare_rebalance(
+            self.rebalance.reset_assignments(group, code)
+            self.rebalance.maybe_prepare(
                 group, "failed to store the assignment", self.clock.monotonic()
             )
             return
@@ -540,12 +363,12 @@ class ClassicProtocol:
             return ErrorCode.fenced_instance_id
         if member_id in group.pending_members:
             del group.pending_members[member_id]
-            self._try_complete_join(group, now)
+            self.rebalance.try_complete_join(group, now)
             return ErrorCode.none
         member = group.members.get(member_id)
         if member is None:
             return ErrorCode.unknown_member_id
-        self._remove_member_and_update_group(
+        self.rebalance.remove_member(
             group,
             member,
             f"member {member_id} (instance {instance_id}) left group {group.group_id}",

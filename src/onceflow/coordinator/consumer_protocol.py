@@ -141,6 +141,17 @@ class ConsumerProtocol:
                     consumer.group_id,
                 )
 
+    def member_disconnected(self, consumer: ConsumerGroup, member_id: str) -> None:
+        """The member's connection closed: it leaves now, as if its session had expired."""
+        if member_id in consumer.members:
+            consumer.remove(member_id)
+            log.info(
+                "member %s of consumer group %s disconnected, removing it "
+                "(onceflow.group.leave.on.disconnect)",
+                member_id,
+                consumer.group_id,
+            )
+
     def describe(self, group_id: str) -> ConsumerGroup:
         group = self.groups.get(group_id)
         if group is None or group.is_(GroupState.DEAD):

@@ -109,6 +109,19 @@ class GroupCoordinator:
         self.consumer_protocol.tick(now)
         self.classic.tick(now)
 
+    def members_disconnected(self, members: dict[str, str]) -> None:
+        """End the sessions of ``members`` (group id -> member id) now: their connection
+        closed (onceflow.group.leave.on.disconnect)."""
+        now = self.clock.monotonic()
+        for group_id, member_id in members.items():
+            group = self.groups.get(group_id)
+            if group is None:
+                continue
+            if group.consumer is not None:
+                self.consumer_protocol.member_disconnected(group.consumer, member_id)
+            else:
+                self.classic.member_disconnected(group, member_id, now)
+
     # -- administration -------------------------------------------------------------------
 
     def list_groups(

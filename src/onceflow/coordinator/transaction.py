@@ -17,6 +17,10 @@ a partition fences a zombie's late batch at once), and the answer tells the prod
 new epoch; partitions and the group's offsets join the transaction implicitly with the
 first Produce v12+ or TxnOffsetCommit v5+. When the epoch is exhausted the markers keep
 the old producer id and epoch and the producer gets a new id, as in Kafka.
+
+This module validates and moves the state machine; ``transaction_log`` stores it,
+``transaction_completion`` runs the second phase (markers until durable, then the
+completion record) and ``txn_markers`` writes one marker.
 """
 
 from __future__ import annotations
@@ -30,24 +34,22 @@ from onceflow.clock import SYSTEM_CLOCK, Clock
 from onceflow.config import BrokerConfig
 from onceflow.coordinator.group import GroupCoordinator
 from onceflow.coordinator.group_log import CONSUMER_OFFSETS_TOPIC
-from onceflow.coordinator.internal_log import INTERNAL_TOPIC_CONFIG, Appended, append
 from onceflow.coordinator.producer_ids import ProducerIdManager
+from onceflow.coordinator.transaction_completion import TransactionCompletion
+from onceflow.coordinator.transaction_log import TransactionLog
 from onceflow.coordinator.transaction_metadata import (
     PREPARING,
     TransactionMetadata,
     TxnState,
 )
-from onceflow.log.batch import CONTROL_ABORT, CONTROL_COMMIT, BatchHeader, KeyValue, read_key_values
-from onceflow.log.durability import write_atomically
+from onceflow.coordinator.txn_markers import MarkerWriter
+from onceflow.log.batch import BatchHeader
 from onceflow.log.manager import LogManager
-from onceflow.log.partition_log import PartitionLog
 from onceflow.protocol.errors import ErrorCode, KafkaError
 
 log = logging.getLogger(__name__)
 
-TRANSACTION_STATE_TOPIC = "__transaction_state"
 MAX_EPOCH = 2**15 - 1
-MARKER_RETRY_SECONDS = (0.05, 2.0)  # first and longest wait between marker attempts
 
 
 ENDED = (TxnState.EMPTY, TxnState.COMPLETE_COMMIT, TxnState.COMPLETE_ABORT)
@@ -70,100 +72,37 @@ class TransactionCoordinator:
         self.groups = groups
         self.clock = clock
         self.transactions: dict[str, TransactionMetadata] = {}
-        self.coordinator_epoch = 0
-        self._state_log: PartitionLog | None = None
+        self.log = TransactionLog(logs, data_dir, clock)
+        self.markers = MarkerWriter(logs, groups.offsets)
+        self.completion = TransactionCompletion(self.markers, self.log, clock)
         self._timeout_task: asyncio.Task[None] | None = None
-        self._completions: set[asyncio.Task[None]] = set()
+
+    @property
+    def coordinator_epoch(self) -> int:
+        return self.completion.coordinator_epoch
 
     # -- lifecycle ------------------------------------------------------------------------
 
     async def start(self) -> None:
-        logs = self.logs
-        if TRANSACTION_STATE_TOPIC not in logs.topics:
-            logs.create_topic(TRANSACTION_STATE_TOPIC, 1, 1, INTERNAL_TOPIC_CONFIG, internal=True)
-        self._state_log = logs.partition(TRANSACTION_STATE_TOPIC, 0)
-        self.coordinator_epoch = self._bump_coordinator_epoch()
-        if self._state_log.offline:
-            log.error(
-                "%s is offline: transactions cannot be loaded (%s)",
-                TRANSACTION_STATE_TOPIC,
-                self._state_log.offline,
-            )
-        else:
-            self._replay()
+        self.transactions = self.log.open()
+        self.completion.coordinator_epoch = self.log.bump_coordinator_epoch()
         for metadata in list(self.transactions.values()):
             if metadata.state in PREPARING:
-                committed = metadata.state == TxnState.PREPARE_COMMIT
-                log.info("completing %s left in %s", metadata.transactional_id, metadata.state)
-                pending = await self._write_markers(
-                    metadata, committed, sorted(metadata.partitions)
-                )
-                if pending:  # the disk refuses: keep trying without holding up start-up
-                    metadata.busy = True
-                    task = asyncio.create_task(self._complete_later(metadata, committed, pending))
-                    self._completions.add(task)
-                    task.add_done_callback(self._completions.discard)
-                else:
-                    self._mark_complete(metadata, committed)
+                await self.completion.recover(metadata)
         interval = self.config["transaction.abort.timed.out.transaction.cleanup.interval.ms"]
         self._timeout_task = asyncio.create_task(self._abort_timed_out_loop(interval / 1000))
 
     async def stop(self) -> None:
-        tasks = [*self._completions, *([self._timeout_task] if self._timeout_task else [])]
-        for task in tasks:
-            task.cancel()
-        for task in tasks:
+        await self.completion.stop()
+        if self._timeout_task is not None:
+            self._timeout_task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
-                await task
-
-    def _bump_coordinator_epoch(self) -> int:
-        path = self.data_dir / "transaction_coordinator_epoch"
-        epoch = int(path.read_text()) + 1 if path.exists() else 0
-        write_atomically(path, str(epoch).encode())
-        return epoch
-
-    def _replay(self) -> None:
-        assert self._state_log is not None
-        for header, data in self._state_log.iter_batches():
-            if header.is_control:
-                continue
-            header.position = 0
-            for record in read_key_values(data, header):
-                if record.key is None:
-                    continue
-                transactional_id = record.key.decode()
-                if record.value is None:
-                    self.transactions.pop(transactional_id, None)
-                else:
-                    self.transactions[transactional_id] = TransactionMetadata.from_json(
-                        transactional_id, record.value
-                    )
+                await self._timeout_task
 
     async def _persist(
         self, metadata: TransactionMetadata, before: TransactionMetadata | None
     ) -> None:
-        """Write the metadata record and wait until it is durable.
-
-        If it cannot be made durable, the in-memory metadata goes back to ``before`` (or
-        is forgotten when there was none) and the client is told to retry elsewhere, as
-        Kafka's coordinator answers a failed append to its log (NOT_COORDINATOR).
-        """
-        try:
-            await self._write(metadata).durable()
-        except KafkaError:
-            if before is None:
-                self.transactions.pop(metadata.transactional_id, None)
-            else:
-                metadata.restore(before)
-            raise
-
-    def _write(self, metadata: TransactionMetadata) -> Appended:
-        """Append the metadata record (fsynced by the log soon)."""
-        assert self._state_log is not None
-        metadata.update_ms = self.clock.now_ms()
-        return append(
-            self._state_log, [KeyValue(metadata.transactional_id.encode(), metadata.to_json())]
-        )
+        await self.log.persist(metadata, before, self.transactions)
 
     # -- validation -----------------------------------------------------------------------
 
@@ -438,96 +377,7 @@ class TransactionCoordinator:
         before = before or metadata.copy()
         metadata.state = TxnState.PREPARE_COMMIT if committed else TxnState.PREPARE_ABORT
         await self._persist(metadata, before)
-        await self._complete_later(metadata, committed, sorted(metadata.partitions))
-
-    async def _complete_later(
-        self, metadata: TransactionMetadata, committed: bool, pending: list[tuple[str, int]]
-    ) -> None:
-        """Write the markers until every one is durable, then record the completion.
-
-        A transaction whose Prepare record is durable is never given up: markers the disk
-        refuses are written again, with a growing pause, until they are durable.
-        """
-        delay, longest = MARKER_RETRY_SECONDS
-        while pending := await self._write_markers(metadata, committed, pending):
-            await asyncio.sleep(delay)
-            delay = min(delay * 2, longest)
-        self._mark_complete(metadata, committed)
-
-    async def _write_markers(
-        self, metadata: TransactionMetadata, committed: bool, partitions: list[tuple[str, int]]
-    ) -> list[tuple[str, int]]:
-        """Append a marker to each partition and wait for it; return those that failed."""
-        control_type = CONTROL_COMMIT if committed else CONTROL_ABORT
-        appended: list[tuple[tuple[str, int], PartitionLog]] = []
-        failed: list[tuple[str, int]] = []
-        for topic, number in partitions:
-            try:
-                partition = self.logs.partition(topic, number)
-                partition.append_marker(
-                    metadata.producer_id,
-                    metadata.producer_epoch,
-                    control_type,
-                    self.coordinator_epoch,
-                )
-            except KafkaError as error:
-                if error.code == ErrorCode.kafka_storage_error:
-                    failed.append((topic, number))
-                    continue
-                # A deleted topic, or a partition that already saw a newer epoch: Kafka
-                # drops such markers too rather than blocking the transaction forever.
-                log.warning(
-                    "no %s marker for %s on %s-%d: %s",
-                    "commit" if committed else "abort",
-                    metadata.transactional_id,
-                    topic,
-                    number,
-                    error,
-                )
-                continue
-            appended.append(((topic, number), partition))
-        outcomes = await asyncio.gather(
-            *(partition.wait_durable(partition.log_end_offset) for _, partition in appended),
-            return_exceptions=True,
-        )
-        for ((topic, number), _), outcome in zip(appended, outcomes, strict=True):
-            if isinstance(outcome, BaseException):
-                failed.append((topic, number))
-            elif topic == CONSUMER_OFFSETS_TOPIC:
-                # Only a durable marker makes the transaction's offsets the group's.
-                self.groups.offsets.complete_transaction(metadata.producer_id, committed, number)
-        if failed:
-            log.warning(
-                "the %s markers of %s on %s are not durable yet; writing them again",
-                "commit" if committed else "abort",
-                metadata.transactional_id,
-                ", ".join(f"{t}-{n}" for t, n in failed),
-            )
-        return failed
-
-    def _mark_complete(self, metadata: TransactionMetadata, committed: bool) -> None:
-        """Every marker is durable: the transaction is complete.
-
-        The Complete record is written and fsynced, but not waited for: until it is
-        durable, recovery finds the Prepare record and writes the same markers again,
-        which changes nothing (no partition has this transaction open any more), and any
-        later record of this transactional id (the next AddPartitionsToTxn) is durable
-        only after it.
-        """
-        metadata.state = TxnState.COMPLETE_COMMIT if committed else TxnState.COMPLETE_ABORT
-        metadata.partitions.clear()
-        if metadata.next_producer_id >= 0:
-            metadata.producer_id, metadata.producer_epoch = metadata.next_producer_id, 0
-            metadata.next_producer_id = metadata.last_producer_epoch = -1
-        metadata.busy = False
-        try:
-            self._write(metadata)
-        except KafkaError as error:
-            log.warning(
-                "cannot record the completion of %s (recovery writes its markers again): %s",
-                metadata.transactional_id,
-                error,
-            )
+        await self.completion.complete(metadata, committed)
 
     # -- timeouts -------------------------------------------------------------------------
 

@@ -16,7 +16,9 @@ from __future__ import annotations
 
 import atexit
 import base64
+import os
 import shutil
+import signal
 import tempfile
 import time
 import uuid
@@ -31,41 +33,11 @@ from onceflow.kafka_cluster.errors import KafkaClusterError
 from onceflow.kafka_cluster.node import DEFAULT_HEAP, FAST_START_OPTIONS, KafkaNode, find_java
 from onceflow.kafka_cluster.ports import free_ports, is_free
 from onceflow.kafka_cluster.probe import node_metadata
+from onceflow.kafka_cluster.settings import default_properties
 
 START_TIMEOUT = 120.0
 # Nodes stopping together can wait on a controller quorum that is going away: SIGKILL then.
 GRACEFUL_STOP_SECONDS = 10.0
-INTERNAL_TOPIC_PARTITIONS = 5  # __consumer_offsets, __transaction_state (Kafka: 50)
-
-
-def default_properties(nodes: int) -> dict[str, str]:
-    """The broker settings every node gets (``config=`` overrides any of them)."""
-    replication = str(min(3, nodes))
-    min_isr = "2" if nodes >= 3 else "1"
-    return {
-        "default.replication.factor": replication,
-        "min.insync.replicas": min_isr,
-        "offsets.topic.replication.factor": replication,
-        "offsets.topic.num.partitions": str(INTERNAL_TOPIC_PARTITIONS),
-        "transaction.state.log.replication.factor": replication,
-        "transaction.state.log.min.isr": min_isr,
-        "transaction.state.log.num.partitions": str(INTERNAL_TOPIC_PARTITIONS),
-        "share.coordinator.state.topic.replication.factor": replication,
-        "share.coordinator.state.topic.min.isr": min_isr,
-        "num.partitions": "1",
-        "auto.create.topics.enable": "true",
-        "unclean.leader.election.enable": "false",
-        "group.initial.rebalance.delay.ms": "0",
-        # A killed node is fenced (its partitions get new leaders) after 6 s, not 9 s.
-        "broker.heartbeat.interval.ms": "1000",
-        "broker.session.timeout.ms": "6000",
-        # The controller quorum rides out seconds of CPU or disk starvation (a shared
-        # 2-core machine): with Kafka's 2 s fetch and 1 s election timeouts the active
-        # controller resigned when a voter did not fetch for 3 s, its fencing of a killed
-        # node was lost, and elections kept timing out for over a minute.
-        "controller.quorum.fetch.timeout.ms": "6000",
-        "controller.quorum.election.timeout.ms": "2000",
-    }
 
 
 class KafkaCluster:
@@ -194,6 +166,19 @@ class KafkaCluster:
         """SIGKILL one node: no controlled shutdown, no flush (like a power cut)."""
         self.node(node_id).kill()
 
+    def pause(self, node_id: int) -> None:
+        """SIGSTOP the node's JVM: alive, holding its connections, doing nothing (a broker
+        stalled by a long GC or a starved machine); ``resume`` lets it go on."""
+        self._signal_node(node_id, signal.SIGSTOP)
+
+    def resume(self, node_id: int) -> None:
+        self._signal_node(node_id, signal.SIGCONT)
+
+    def _signal_node(self, node_id: int, sig: signal.Signals) -> None:
+        pid = self.node(node_id).pid
+        if pid is not None:
+            os.kill(pid, sig)
+
     def terminate(self, node_id: int, timeout: float = 30.0) -> int | None:
         """SIGTERM one node and wait for its controlled shutdown; returns its exit code."""
         return self.node(node_id).terminate(timeout)
@@ -264,8 +249,10 @@ class KafkaCluster:
 
     def isr_of(self, topic: str, partition: int = 0, *, seen_by: int | None = None) -> list[int]:
         """The partition's in-sync replicas, from any running broker or, ``seen_by``, as
-        that node knows them: the leader checks ``min.insync.replicas`` against its own
-        view, which a change reaches a little before or after the other brokers'."""
+        that node's metadata cache has them (a change reaches one node's cache a little
+        before or after another's). The cache is not the partition: a leader checks
+        ``min.insync.replicas`` against its partition's own ISR, which it sets a moment
+        after its cache (``wait_metadata_applied``)."""
         if seen_by is None:
             return sorted(self.partition(topic, partition).isrs)
         try:
@@ -273,6 +260,37 @@ class KafkaCluster:
         except OSError as error:
             raise KafkaClusterError(f"node {seen_by} did not answer: {error}") from None
         return view.isrs.get(topic, {}).get(partition, [])
+
+    def wait_metadata_applied(self, node_id: int, timeout: float = 30.0) -> None:
+        """Until ``node_id`` has applied every metadata change committed before the call to
+        its partitions too, not only to its metadata cache.
+
+        A Kafka broker publishes each new metadata image to its cache first (what Metadata
+        answers) and then, in the same step, to its partitions (leader, ISR: what Produce
+        checks), one image after the other. A change made now and seen in the node's cache
+        is therefore published after every earlier one was applied to the partitions. The
+        change is a throwaway one-replica topic, deleted again."""
+        from confluent_kafka.admin import NewTopic
+
+        barrier = f"onceflow-barrier-{uuid.uuid4().hex[:12]}"
+        admin = _admin(self._running_bootstrap())
+        admin.create_topics([NewTopic(barrier, 1, 1)])[barrier].result(timeout)
+        deadline = time.monotonic() + timeout
+        try:
+            while barrier not in self._leaders_seen_by(node_id, barrier):
+                if time.monotonic() > deadline:
+                    raise KafkaClusterError(
+                        f"node {node_id} did not publish a new topic within {timeout:.0f}s"
+                    )
+                time.sleep(0.05)
+        finally:
+            admin.delete_topics([barrier])
+
+    def _leaders_seen_by(self, node_id: int, topic: str) -> dict[str, dict[int, int]]:
+        try:
+            return node_metadata(self.node(node_id).bootstrap, (topic,)).leaders
+        except OSError:
+            return {}
 
     def coordinator_of(
         self, *, group: str | None = None, transactional_id: str | None = None

@@ -18,7 +18,7 @@ import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from onceflow.kafka_cluster import spawn
+from onceflow import children
 from onceflow.kafka_cluster.errors import KafkaClusterError
 from onceflow.kafka_cluster.jars import KAFKA_VERSION, LOG4J_CONFIG
 
@@ -128,7 +128,7 @@ class KafkaNode:
         """``kafka-storage format`` for a static quorum (``controller.quorum.voters``)."""
         output = open(self.directory / "format.out", "wb")  # noqa: SIM115  (the child's)
         with output:
-            return spawn.popen(
+            return children.popen(
                 [
                     *self._java_command("kafka.tools.StorageTool"),
                     "format",
@@ -152,7 +152,7 @@ class KafkaNode:
                 f"node {self.node_id}: formatting its storage took over {timeout:.0f}s"
             ) from None
         finally:
-            spawn.forget(process)
+            children.forget(process)
         if code != 0:
             output = (self.directory / "format.out").read_text(errors="replace")
             raise KafkaClusterError(
@@ -168,7 +168,7 @@ class KafkaNode:
         self._output_offset = _size(self.jvm_output_path)
         output = open(self.jvm_output_path, "ab")  # noqa: SIM115  (the child's)
         with output:
-            self.process = spawn.popen(
+            self.process = children.popen(
                 [*self._java_command("kafka.Kafka"), str(self.config_path)],
                 stdout=output,
                 stderr=subprocess.STDOUT,
@@ -213,7 +213,7 @@ class KafkaNode:
             except subprocess.TimeoutExpired:
                 process.kill()
                 process.wait()
-        spawn.forget(process)
+        children.forget(process)
         return process.returncode
 
     def _java_command(self, main_class: str) -> list[str]:

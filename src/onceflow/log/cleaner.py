@@ -38,10 +38,12 @@ def _keys_of(header: BatchHeader, data: bytes) -> list[bytes | None] | None:
     return [record.key for record in read_key_values(data, header)]
 
 
-def _latest_offsets(partition: PartitionLog) -> dict[bytes, int]:
-    """Offset of the newest record for each key, over the whole log."""
+def _latest_offsets(partition: PartitionLog, end: int) -> dict[bytes, int]:
+    """Offset of the newest record for each key, over the log below ``end``."""
     latest: dict[bytes, int] = {}
     for header, data in partition.iter_batches():
+        if header.last_offset >= end:
+            break
         keys = _keys_of(header, data)
         if keys is None:
             continue
@@ -53,16 +55,23 @@ def _latest_offsets(partition: PartitionLog) -> dict[bytes, int]:
 
 def compact(partition: PartitionLog) -> int:
     """Compact the closed segments of one partition; return the bytes removed. An
-    offline partition is left as it is; damage found on the way takes it offline."""
+    offline partition is left as it is; damage found on the way takes it offline.
+
+    Only durable records count (below the synced offset, as Kafka cleans below its first
+    uncleanable offset): a record a power loss could still take back neither supersedes
+    another nor is rewritten, and a segment rolled but not fsynced yet stays as it is."""
     if partition.offline or len(partition.segments) < 2:
         return 0
     removed = 0
+    durable_end = partition.durability.synced.offset
     try:
-        latest = _latest_offsets(partition)
+        latest = _latest_offsets(partition, durable_end)
         for index, segment in enumerate(partition.segments[:-1]):
+            if segment.next_offset > durable_end:
+                break
             removed += _clean_segment(partition, index, segment, latest)
     except SegmentDamaged as damage:
-        partition.found_damage(damage, "the cleaner's read")
+        partition.status.found_damage(damage, "the cleaner's read")
     except KafkaError:
         if not partition.offline:  # else the replay found damage and took it offline
             raise

@@ -58,18 +58,19 @@ def sync_file(fd: int) -> None:
 
 def sync_directory(directory: Path | str) -> None:
     """Make the directory's entries (created, renamed, deleted files) durable."""
-    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+    fd = open_directory(directory)
     try:
         os.fsync(fd)
     finally:
         os.close(fd)
 
 
-def create_file(path: Path) -> int:
-    """Create (or open) a file for appending; a new file's name is made durable."""
+def create_file(path: Path, name_durable: bool = True) -> int:
+    """Create (or open) a file for appending; a new file's name is made durable, unless
+    ``name_durable`` is false (the caller fsyncs the directory later)."""
     existed = path.exists()
     fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
-    if not existed:
+    if not existed and name_durable:
         try:
             sync_directory(path.parent)
         except OSError:
@@ -83,8 +84,23 @@ def write_atomically(path: Path, data: bytes, mode: int = 0o644) -> None:
 
     Write a temporary file, fsync it, rename it over ``path``, fsync the directory.
     """
-    temporary = path.with_name(path.name + ".tmp")
-    fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
+    directory = open_directory(path.parent)
+    try:
+        write_atomically_in(directory, path.name, data, mode)
+    finally:
+        os.close(directory)
+
+
+def open_directory(directory: Path | str) -> int:
+    return os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+
+
+def write_atomically_in(directory: int, name: str, data: bytes, mode: int = 0o644) -> None:
+    """``write_atomically`` in the directory open as ``directory``: if that directory is
+    deleted meanwhile, the write fails (FileNotFoundError) and a new directory of the same
+    name is not touched."""
+    temporary = name + ".tmp"
+    fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode, dir_fd=directory)
     try:
         view = memoryview(data)
         while view:
@@ -92,8 +108,8 @@ def write_atomically(path: Path, data: bytes, mode: int = 0o644) -> None:
         sync_file(fd)
     finally:
         os.close(fd)
-    os.replace(temporary, path)
-    sync_directory(path.parent)
+    os.replace(temporary, name, src_dir_fd=directory, dst_dir_fd=directory)
+    os.fsync(directory)
 
 
 def append_durably(path: Path, data: bytes) -> None:

@@ -1,23 +1,25 @@
-"""How far a partition is durable, and the requests waiting for it to get further.
+"""How far a partition is durable, and the requests waiting for it to get further or for
+new records to arrive.
 
 An fsync runs off the event loop on a ``SyncTarget`` taken on it; when it succeeds the
 partition is durable up to the target's ``SyncPoint``. ``DurableWaiters`` resolves each
 waiting request once its offsets are durable, or fails it when they are cut instead.
+``NewDataWaiters`` wakes long-polling fetches when the readable end moves.
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
 from dataclasses import dataclass
 
-from onceflow.log.segment import LogSegment
 from onceflow.protocol.errors import KafkaError
 
 
 @dataclass(slots=True, frozen=True)
 class SyncPoint:
     """How far a partition is durable: every offset below ``offset``, the first ``size``
-    bytes of the segment based at ``segment_base``."""
+    bytes of the segment based at ``segment_base`` (and every segment before it)."""
 
     offset: int
     segment_base: int
@@ -26,11 +28,28 @@ class SyncPoint:
 
 @dataclass(slots=True, frozen=True)
 class SyncTarget:
-    """An fsync about to run off the event loop, and what it will make durable."""
+    """An fsync about to run off the event loop, and what it will make durable.
+
+    ``files`` (the segments with bytes not yet durable) and ``directory`` (the partition's
+    directory, when a segment file was created or a snapshot is due) are descriptors of
+    their own, closed by the fsync: a segment or a partition deleted meanwhile cannot make
+    the fsync fail, nor have it reach another file or a new directory of the same name.
+    ``snapshots``: producer-state snapshots (offset, content) that segment rolls left to
+    write once the offsets before them are durable.
+    """
 
     point: SyncPoint
-    segment: LogSegment
+    files: tuple[int, ...]
+    directory: int | None
+    snapshots: tuple[tuple[int, bytes], ...]
     generation: int
+
+    def release(self) -> None:
+        """Close the target's descriptors (the fsync does)."""
+        for fd in self.files:
+            os.close(fd)
+        if self.directory is not None:
+            os.close(self.directory)
 
 
 class DurableWaiters:
@@ -74,3 +93,26 @@ class DurableWaiters:
             else:
                 future.set_exception(error)
         self._waiting = still_waiting
+
+
+class NewDataWaiters:
+    """Long-polling fetches waiting for the partition's readable end to move."""
+
+    def __init__(self) -> None:
+        self._waiting: list[asyncio.Future[None]] = []
+
+    def waiter(self) -> asyncio.Future[None]:
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._waiting.append(future)
+        return future
+
+    def discard(self, future: asyncio.Future[None]) -> None:
+        if not future.done():
+            future.cancel()
+            self._waiting = [waiter for waiter in self._waiting if waiter is not future]
+
+    def notify(self) -> None:
+        waiting, self._waiting = self._waiting, []
+        for future in waiting:
+            if not future.done():
+                future.set_result(None)

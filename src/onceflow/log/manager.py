@@ -1,5 +1,5 @@
-"""All topics and partitions of a broker's data directory, group-commit fsyncs and the
-recovery-point checkpoint."""
+"""All topics and partitions of a broker's data directory, the recovery-point checkpoint,
+and the loops that fsync (``group_commit.py``), checkpoint, retain and compact them."""
 
 from __future__ import annotations
 
@@ -10,7 +10,6 @@ import logging
 import re
 import shutil
 import uuid
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -18,7 +17,7 @@ from typing import Any
 from onceflow.config import BrokerConfig, TopicConfig, validate_topic_configs
 from onceflow.log.cleaner import compact_due
 from onceflow.log.durability import write_atomically
-from onceflow.log.durable_offsets import SyncTarget
+from onceflow.log.group_commit import GroupCommit
 from onceflow.log.partition_log import PartitionLog
 from onceflow.log.recovery import QUARANTINE_DIR
 from onceflow.protocol.errors import ErrorCode, KafkaError
@@ -30,7 +29,6 @@ MAX_TOPIC_NAME_LENGTH = 249
 MAX_PARTITIONS = 10_000
 REGISTRY_FILE = "topics.json"
 RECOVERY_POINT_FILE = "recovery-point-offset-checkpoint"  # Kafka's name and format
-FSYNC_THREADS = 4  # partitions fsynced at the same time
 
 
 def validate_topic_name(name: str) -> None:
@@ -63,14 +61,8 @@ class LogManager:
         self.data_dir = data_dir
         self.config = config
         self.topics: dict[str, Topic] = {}
-        self._dirty: set[PartitionLog] = set()
         self._tasks: list[asyncio.Task[None]] = []
-        # Group commit under policy always: at most one fsync per partition in flight;
-        # partitions are fsynced concurrently in a small pool of fsync threads, so one
-        # partition's fsync never waits behind another's.
-        self._flushing: dict[PartitionLog, asyncio.Future[None]] = {}
-        self._flush_scheduled = False
-        self._fsync_pool: ThreadPoolExecutor | None = None
+        self.group_commit = GroupCommit(lambda: self.config["log.flush.policy"] == "always")
         self._recovery_points: dict[tuple[str, int], int] = {}
 
     # -- registry -------------------------------------------------------------------------
@@ -111,7 +103,7 @@ class LogManager:
         for partition in self.all_partitions():
             if not partition.offline and not partition.deleted:
                 self._recovery_points[(partition.topic, partition.partition)] = (
-                    partition.synced.offset
+                    partition.durability.synced.offset
                 )
         live = {(p.topic, p.partition) for p in self.all_partitions()}
         points = {key: value for key, value in self._recovery_points.items() if key in live}
@@ -143,7 +135,7 @@ class LogManager:
             topic.config,
             recovery_point=self._recovery_points.get((topic.name, number)),
             quarantine_root=self.data_dir / QUARANTINE_DIR,
-            on_append=self._request_sync,
+            on_append=self.group_commit.appended,
         )
         partition.load()
         return partition
@@ -258,7 +250,7 @@ class LogManager:
             self.topics[name] = topic
             raise _storage_error(f"delete topic {name}", error) from None
         for partition in topic.partitions:
-            self._dirty.discard(partition)
+            self.group_commit.forget(partition)
             partition.delete()
         self._checkpoint_after(f"deleting topic {name}")
         log.info("deleted topic %s", name)
@@ -293,92 +285,21 @@ class LogManager:
             topic.config.overrides = before
             raise _storage_error(f"change the configs of {name}", error) from None
 
-    # -- flushing -------------------------------------------------------------------------
+    # -- background loops --------------------------------------------------------------
 
     def start(self) -> None:
-        self._fsync_pool = ThreadPoolExecutor(FSYNC_THREADS, thread_name_prefix="fsync")
+        self.group_commit.start()
         if self.config["log.flush.policy"] == "interval":
             self._tasks.append(asyncio.create_task(self._flush_periodically()))
         self._tasks.append(asyncio.create_task(self._checkpoint_recovery_points_periodically()))
         self._tasks.append(asyncio.create_task(self._retention_loop()))
         self._tasks.append(asyncio.create_task(self._cleaner_loop()))
 
-    def _request_sync(self, partition: PartitionLog) -> None:
-        """Called after every append: under policy always, fsync it soon (group commit)."""
-        if self.config["log.flush.policy"] == "always":
-            self._dirty.add(partition)
-            if not self._flush_scheduled and self._fsync_pool is not None:
-                self._flush_scheduled = True
-                asyncio.get_running_loop().call_soon(self._start_flushes)
-
-    def _start_flushes(self) -> None:
-        """Start an fsync for every dirty partition that has none in flight.
-
-        Runs one loop turn after the appends that marked partitions dirty, so every
-        append of that turn shares the fsync. A partition dirtied again while its fsync
-        runs waits for that one to end and is then fsynced once for all its new appends.
-        """
-        self._flush_scheduled = False
-        if self._fsync_pool is None:
-            return
-        loop = asyncio.get_running_loop()
-        for partition in list(self._dirty):
-            if partition in self._flushing:
-                continue
-            self._dirty.discard(partition)
-            if partition.deleted or partition.offline or not partition.unsynced:
-                continue
-            done: asyncio.Future[None] = loop.create_future()
-            self._flushing[partition] = done
-            target = partition.sync_target()
-            self._fsync_pool.submit(self._fsync_in_thread, loop, partition, target, done)
-
-    def _fsync_in_thread(
-        self,
-        loop: asyncio.AbstractEventLoop,
-        partition: PartitionLog,
-        target: SyncTarget,
-        done: asyncio.Future[None],
-    ) -> None:
-        """Runs in an fsync thread; hands the outcome straight back to the loop."""
-        error: OSError | None = None
-        try:
-            partition.sync(target)
-        except OSError as failure:
-            error = failure
-        finally:
-            loop.call_soon_threadsafe(self._flushed, partition, target, error, done)
-
-    def _flushed(
-        self,
-        partition: PartitionLog,
-        target: SyncTarget,
-        error: OSError | None,
-        done: asyncio.Future[None],
-    ) -> None:
-        del self._flushing[partition]
-        if error is None:
-            partition.synced_to(target)
-        else:
-            partition.sync_failed(target, error)
-        done.set_result(None)
-        if partition in self._dirty and not self._flush_scheduled:
-            self._start_flushes()
-
     async def _flush_periodically(self) -> None:
         interval = self.config["log.flush.interval.ms"] / 1000
         while True:
             await asyncio.sleep(interval)
-            await self._flush_all()
-
-    async def _flush_all(self) -> None:
-        """fsync every partition with unsynced data (after any fsync already in flight)."""
-        while self._flushing:
-            await asyncio.gather(*self._flushing.values())
-        self._dirty.update(p for p in self.all_partitions() if p.unsynced)
-        self._start_flushes()
-        while self._flushing:
-            await asyncio.gather(*self._flushing.values())
+            await self.group_commit.flush_all(self.all_partitions())
 
     async def _checkpoint_recovery_points_periodically(self) -> None:
         interval = self.config["log.flush.offset.checkpoint.interval.ms"] / 1000
@@ -418,7 +339,7 @@ class LogManager:
         deleted = 0
         for topic in list(self.topics.values()):
             for partition in topic.partitions:
-                deleted += partition.enforce_retention()
+                deleted += partition.retention.enforce()
         return deleted
 
     async def stop(self) -> None:
@@ -428,10 +349,7 @@ class LogManager:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
         self._tasks.clear()
-        await self._flush_all()
-        if self._fsync_pool is not None:
-            self._fsync_pool.shutdown(wait=True)
-            self._fsync_pool = None
+        await self.group_commit.stop(self.all_partitions())
 
     def close(self) -> None:
         for partition in self.all_partitions():

@@ -62,6 +62,10 @@ class CompletedTxn:
     aborted: bool
 
 
+def snapshot_name(offset: int) -> str:
+    return f"{offset:020d}.snapshot"
+
+
 def in_sequence(last_seq: int, next_seq: int) -> bool:
     return next_seq == last_seq + 1 or (next_seq == 0 and last_seq == INT32_MAX)
 
@@ -212,9 +216,14 @@ class ProducerStateManager:
     # -- snapshots ----------------------------------------------------------------------
 
     def snapshot_path(self, offset: int) -> Path:
-        return self.directory / f"{offset:020d}.snapshot"
+        return self.directory / snapshot_name(offset)
 
     def write_snapshot(self, offset: int) -> None:
+        write_atomically(self.snapshot_path(offset), self.snapshot(offset))
+        self.prune_snapshots()
+
+    def snapshot(self, offset: int) -> bytes:
+        """The state now, as the content of the snapshot at ``offset``."""
         state = {
             "offset": offset,
             "producers": [
@@ -232,7 +241,10 @@ class ProducerStateManager:
                 for e in self.producers.values()
             ],
         }
-        write_atomically(self.snapshot_path(offset), json.dumps(state).encode())
+        return json.dumps(state).encode()
+
+    def prune_snapshots(self) -> None:
+        """Keep the newest two snapshots."""
         for old in self.snapshot_offsets()[:-2]:
             self.snapshot_path(old).unlink(missing_ok=True)
 
@@ -256,8 +268,7 @@ class ProducerStateManager:
             except (OSError, ValueError):
                 self.snapshot_path(offset).unlink(missing_ok=True)
                 continue
-            self.producers.clear()
-            self.ongoing.clear()
+            self.clear()
             for item in state["producers"]:
                 entry = ProducerEntry(
                     item["producer_id"],
@@ -272,6 +283,9 @@ class ProducerStateManager:
                     entry.txn_first_offset = item["txn_first_offset"]
                 self.producers[entry.producer_id] = entry
             return offset
+        self.clear()
+        return -1
+
+    def clear(self) -> None:
         self.producers.clear()
         self.ongoing.clear()
-        return -1

@@ -1,11 +1,24 @@
-"""Time and size retention (``cleanup.policy=delete``): which old segments go."""
+"""Time and size retention (``cleanup.policy=delete``) and DeleteRecords: which old
+segments go, and deleting them."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
+from dataclasses import dataclass
 
+from onceflow.clock import now_ms
 from onceflow.config import TopicConfig
-from onceflow.log.segment import LogSegment
+from onceflow.log.partition_durability import Durability
+from onceflow.log.partition_status import PartitionStatus
+from onceflow.log.producer_state import ProducerStateManager
+from onceflow.log.segment import LogSegment, OffsetRules
+from onceflow.log.segment_list import SegmentList
+from onceflow.log.tail_recovery import damage_reason
+from onceflow.log.transaction_index import TransactionIndex
+from onceflow.protocol.errors import ErrorCode, KafkaError
+
+log = logging.getLogger(__name__)
 
 
 def expired_segments(
@@ -34,3 +47,84 @@ def expired_segments(
         remaining -= oldest.size
         doomed.append(not oversized)
     return doomed
+
+
+@dataclass(slots=True, eq=False)
+class Retention:
+    """Deletes a partition's old segments: retention.ms / retention.bytes, and
+    DeleteRecords (which moves the log start offset first, durably)."""
+
+    segments: SegmentList
+    status: PartitionStatus
+    durability: Durability
+    transactions: TransactionIndex
+    producers: ProducerStateManager
+
+    def delete_records_before(self, offset: int) -> int:
+        self.status.require_online()
+        high_watermark = self.durability.high_watermark
+        if offset == -1:
+            offset = high_watermark
+        if offset < 0 or offset > high_watermark:
+            raise KafkaError(
+                ErrorCode.offset_out_of_range,
+                f"cannot delete records up to {offset}: high watermark is {high_watermark}",
+            )
+        segments = self.segments
+        if offset > segments.log_start_offset:
+            try:  # durable first: records a restart would bring back stay visible until then
+                segments.write_checkpoint(offset)
+            except OSError as error:
+                log.error("%s: cannot record the new log start offset: %s", self.status.name, error)
+                raise KafkaError(
+                    ErrorCode.kafka_storage_error, f"cannot delete records: {error}"
+                ) from None
+            segments.log_start_offset = offset
+            while len(segments.segments) > 1 and segments.segments[1].base_offset <= offset:
+                self._delete_oldest()
+        return segments.log_start_offset
+
+    def enforce(self) -> int:
+        """Delete old segments per retention.ms / retention.bytes; return how many.
+
+        An offline partition keeps every byte for the operator. A segment condemned by its
+        timestamps alone is checked first (CRCs and headers): its timestamps are not
+        CRC-checked below the recovery point, and a flipped one can make a segment look
+        old; damage found takes the partition offline and deletes nothing.
+        """
+        if self.status.offline:
+            return 0
+        segments = self.segments
+        doomed = expired_segments(
+            segments.segments, segments.config, self.durability.high_watermark, now_ms()
+        )
+        for count, by_time in enumerate(doomed):
+            oldest, following = segments.segments[:2]
+            if by_time and not self._sound_before_deleting(oldest, following.base_offset):
+                return count
+            self._delete_oldest()
+        return len(doomed)
+
+    def _delete_oldest(self) -> None:
+        self.segments.delete_oldest()
+        self.durability.segments_changed()
+        start = self.segments.log_start_offset
+        self.transactions.drop_before(start)
+        self.producers.drop_before(start)
+
+    def _sound_before_deleting(self, segment: LogSegment, limit: int) -> bool:
+        scan = segment.scan(0, OffsetRules(gaps_allowed=segment.gaps_allowed, limit=limit))
+        if scan.problem is None:
+            return True
+        self.status.go_offline(
+            damage_reason(
+                scan.reason or scan.problem,
+                segment.log_path,
+                scan.problem_at,
+                "before deleting the segment by time (retention.ms)",
+                "its timestamps cannot be trusted, so nothing was deleted, and acknowledged "
+                "data is damaged; this partition serves nothing until repaired",
+            ),
+            damaged=True,
+        )
+        return False

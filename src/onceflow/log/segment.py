@@ -197,7 +197,10 @@ class LogSegment:
         index_interval_bytes: int,
         *,
         gaps_allowed: bool = False,
+        name_durable: bool = True,
     ) -> None:
+        """``name_durable``: a new segment file's name is made durable now (otherwise the
+        caller fsyncs the directory before it counts on the file)."""
         self.directory = directory
         self.base_offset = base_offset
         self.gaps_allowed = gaps_allowed  # compaction may leave gaps between batches
@@ -207,7 +210,7 @@ class LogSegment:
         self.log_path = stem.with_suffix(".log")
         self.index_path = stem.with_suffix(".index")
         self.time_index_path = stem.with_suffix(".timeindex")
-        self.fd = create_file(self.log_path)
+        self.fd = create_file(self.log_path, name_durable)
         self.size = os.fstat(self.fd).st_size
         self.next_offset = base_offset
         self.max_timestamp = -1
@@ -346,6 +349,11 @@ class LogSegment:
 
     def flush(self) -> None:
         sync_file(self.fd)
+
+    def sync_handle(self) -> int:
+        """A descriptor of the segment file of its own, for an fsync off the event loop
+        (the caller closes it)."""
+        return os.dup(self.fd)
 
     # -- reading -------------------------------------------------------------------------
 

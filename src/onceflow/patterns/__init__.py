@@ -11,9 +11,9 @@ They store their state with ``onceflow.db`` (SQLite / PostgreSQL, re-exported he
 reach ``onceflow.crash_points`` between their steps, for the chaos harness.
 """
 
+from onceflow.configuration_error import ConfigurationError
 from onceflow.crash_points import CrashPoints
 from onceflow.db import (
-    ConfigurationError,
     Database,
     DatabaseError,
     LockTimeout,

@@ -24,7 +24,7 @@ import warnings
 from dataclasses import dataclass
 from enum import StrEnum
 
-from onceflow.db import ConfigurationError
+from onceflow.configuration_error import ConfigurationError
 
 log = logging.getLogger(__name__)
 

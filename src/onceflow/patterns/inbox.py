@@ -39,7 +39,7 @@ class Inbox(GroupTable):
         return [
             self.create_table(
                 "event_id TEXT NOT NULL",
-                f"received_at_ms BIGINT NOT NULL DEFAULT ({self.db.now_ms})",
+                f"received_at_ms BIGINT NOT NULL DEFAULT ({self.db.dialect.now_ms})",
                 "PRIMARY KEY (consumer_group, event_id)",
             ),
             f"CREATE INDEX IF NOT EXISTS {self.table}_received ON {self.table} (received_at_ms)",
@@ -93,7 +93,7 @@ class Inbox(GroupTable):
                 cursor = tx.execute(
                     f"DELETE FROM {self.table} WHERE consumer_group = ? AND event_id IN ("
                     f" SELECT event_id FROM {self.table} WHERE consumer_group = ?"
-                    f" AND received_at_ms < {self.db.now_ms} - ? LIMIT ?)",
+                    f" AND received_at_ms < {self.db.dialect.now_ms} - ? LIMIT ?)",
                     (self.group, self.group, older_than_ms, batch),
                 )
                 count = max(cursor.rowcount, 0)

@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
-from onceflow.db import ConfigurationError
+from onceflow.configuration_error import ConfigurationError
 
 if TYPE_CHECKING:
     from onceflow.patterns.runner import Runner

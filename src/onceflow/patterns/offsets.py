@@ -99,7 +99,7 @@ class OffsetStore(GroupTable):
         """Lock the partition row for this transaction; return its offset (None: unknown)."""
         row = tx.fetchone(
             f"SELECT next_offset FROM {self.table}"
-            " WHERE consumer_group = ? AND topic = ? AND partition = ?" + self.db.lock_clause,
+            " WHERE consumer_group = ? AND topic = ? AND partition = ?" + self.db.dialect.row_lock,
             (self.group, topic, partition),
         )
         if row is None:

@@ -87,13 +87,13 @@ class Outbox:
         db = self.db
         statements = [
             f"CREATE TABLE IF NOT EXISTS {self.table} ("
-            f" id {db.autoincrement_pk},"
+            f" id {db.dialect.autoincrement_pk},"
             " shard INTEGER NOT NULL,"
             " topic TEXT NOT NULL,"
-            f" msg_key {db.blob},"
-            f" value {db.blob},"
+            f" msg_key {db.dialect.blob},"
+            f" value {db.dialect.blob},"
             " headers TEXT,"
-            f" created_at_ms BIGINT NOT NULL DEFAULT ({db.now_ms}),"
+            f" created_at_ms BIGINT NOT NULL DEFAULT ({db.dialect.now_ms}),"
             " published_at_ms BIGINT)",
             f"CREATE INDEX IF NOT EXISTS {self.table}_pending ON {self.table} (shard, id)"
             " WHERE published_at_ms IS NULL",
@@ -155,7 +155,7 @@ class Outbox:
         for start in range(0, len(ids), 500):
             chunk = ids[start : start + 500]
             tx.execute(
-                f"UPDATE {self.table} SET published_at_ms = {self.db.now_ms}"
+                f"UPDATE {self.table} SET published_at_ms = {self.db.dialect.now_ms}"
                 f" WHERE id IN ({', '.join('?' for _ in chunk)})",
                 chunk,
             )
@@ -164,7 +164,7 @@ class Outbox:
         with self.db.transaction() as tx:
             cursor = tx.execute(
                 f"DELETE FROM {self.table} WHERE published_at_ms IS NOT NULL"
-                f" AND published_at_ms < {self.db.now_ms} - ?",
+                f" AND published_at_ms < {self.db.dialect.now_ms} - ?",
                 (older_than_ms,),
             )
             return max(cursor.rowcount, 0)

@@ -108,11 +108,11 @@ class Relay:
 
     def run_once(self) -> int:
         """Publish at most one batch; returns the number of rows published."""
-        if self.db.dialect == "postgresql":
-            return self._cycle_postgresql()
-        return self._cycle_sqlite()
+        if self.db.dialect.serializes_writers:
+            return self._cycle_with_lease()
+        return self._cycle_locking_shards()
 
-    def _cycle_postgresql(self) -> int:
+    def _cycle_locking_shards(self) -> int:
         with self.db.transaction() as tx:
             shards = self._lock_shards(tx)
             self.crash.reached("after_claim")
@@ -133,12 +133,12 @@ class Relay:
         self._next_shard = (start + self.config.shards_per_cycle) % total
         rows = tx.fetchall(
             f"SELECT shard FROM {self.outbox.shard_table}"
-            " ORDER BY (shard - ? + ?) % ? LIMIT ? FOR UPDATE SKIP LOCKED",
+            f" ORDER BY (shard - ? + ?) % ? LIMIT ?{self.db.dialect.row_lock_skipping_locked}",
             (start, total, total, self.config.shards_per_cycle),
         )
         return [int(r[0]) for r in rows]
 
-    def _cycle_sqlite(self) -> int:
+    def _cycle_with_lease(self) -> int:
         if not self._take_lease():
             return 0
         self.crash.reached("after_claim")
@@ -163,7 +163,7 @@ class Relay:
 
     def _take_lease(self) -> bool:
         table = self.outbox.lease_table
-        now = self.db.now_ms
+        now = self.db.dialect.now_ms
         with self.db.transaction() as tx:
             cursor = tx.execute(
                 f"UPDATE {table} SET holder = ?, epoch = epoch + 1, expires_at_ms = {now} + ?"
@@ -175,21 +175,21 @@ class Relay:
 
     def _still_holding(self, tx: Transaction) -> bool:
         row = tx.fetchone(
-            f"SELECT holder, expires_at_ms >= {self.db.now_ms}"
+            f"SELECT holder, expires_at_ms >= {self.db.dialect.now_ms}"
             f" FROM {self.outbox.lease_table} WHERE name = 'relay'"
         )
         return row is not None and row[0] == self.holder and bool(row[1])
 
     def _renew(self, tx: Transaction) -> None:
         tx.execute(
-            f"UPDATE {self.outbox.lease_table} SET expires_at_ms = {self.db.now_ms} + ?"
+            f"UPDATE {self.outbox.lease_table} SET expires_at_ms = {self.db.dialect.now_ms} + ?"
             " WHERE name = 'relay' AND holder = ?",
             (self.config.lease_ttl_ms, self.holder),
         )
 
     def release(self) -> None:
         """Give the SQLite lease up (graceful shutdown) so another relay starts at once."""
-        if self.db.dialect != "sqlite":
+        if not self.db.dialect.serializes_writers:
             return
         with self.db.transaction() as tx:
             tx.execute(

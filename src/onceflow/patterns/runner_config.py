@@ -14,7 +14,7 @@ from typing import Any
 
 from confluent_kafka import Message
 
-from onceflow.db import ConfigurationError
+from onceflow.configuration_error import ConfigurationError
 from onceflow.patterns.guarantees import CommitTiming, Plan, plan
 from onceflow.patterns.records import Decoder, default_event_id, json_decoder
 
@@ -58,6 +58,10 @@ class RunnerConfig:
     allow_unsafe_inbox_with_kafka_transactions: bool = False
     assign: Sequence[TP] | bool = False  # True: every partition of the topics; or a list
     transactional_id: str | None = None
+    # A stable name for this worker in its group (worker_identity.py): it joins as the
+    # static member f"{group_id}-{worker_id}", so a restart after a crash takes the
+    # partitions back at once. None: a dynamic member.
+    worker_id: str | None = None
     dead_letter_topic: str | None = None
     decode: Decoder = json_decoder
     event_id: Callable[[Message], str] = default_event_id
@@ -104,7 +108,22 @@ class RunnerConfig:
                 "outbox and kafka_transactions are two ways to produce; choose one"
             )
         self._check_commit_interval(chosen)
+        self._check_database_timeouts()
         return chosen
+
+    def _check_database_timeouts(self) -> None:
+        """A worker waiting on a lock gives up before its group evicts it (the Karafka
+        article's first rule); otherwise it is evicted, rejoins and waits again, forever."""
+        if self.database_url is None:
+            return
+        for name in ("lock_timeout_ms", "statement_timeout_ms"):
+            value = getattr(self, name)
+            if value >= self.max_poll_interval_ms:
+                raise ConfigurationError(
+                    f"{name}={value} must be below max.poll.interval.ms="
+                    f"{self.max_poll_interval_ms} or a worker blocked on a lock is evicted "
+                    "from its group in a loop"
+                )
 
     def _check_commit_interval(self, chosen: Plan) -> None:
         if self.commit_interval_ms == 0:
@@ -147,6 +166,8 @@ class RunnerConfig:
         _text("bootstrap_servers", self.bootstrap_servers)
         if not isinstance(self.group_id, str) or not self.group_id:
             raise ConfigurationError("group_id is required (offsets belong to a group)")
+        if self.worker_id is not None:
+            _text("worker_id", self.worker_id)
         if self.dead_letter_topic is not None:
             _text("dead_letter_topic", self.dead_letter_topic)
             if self.dead_letter_topic in self.topics:
@@ -177,6 +198,12 @@ class RunnerConfig:
         _refuse_contradictions("producer_config", self.producer_config, PRODUCER_OWNED)
         _refuse_duplicates("consumer_config", self.consumer_config, CONSUMER_FIELDS)
         _refuse_duplicates("producer_config", self.producer_config, PRODUCER_FIELDS)
+        if self.worker_id is not None and "group.instance.id" in self.consumer_config:
+            raise ConfigurationError(
+                "consumer_config['group.instance.id'] and worker_id both name this worker "
+                "in its group: keep worker_id (group.instance.id becomes "
+                f"'{self.group_id}-{self.worker_id}')"
+            )
 
 
 def _partition_list(value: object) -> bool:

@@ -10,7 +10,8 @@ from typing import Any
 
 from confluent_kafka import Producer
 
-from onceflow.db import ConfigurationError, DatabaseError, Transaction
+from onceflow.configuration_error import ConfigurationError
+from onceflow.db import DatabaseError, Transaction
 from onceflow.patterns.outbox import Outbox
 from onceflow.patterns.transactional import KafkaTransaction
 from onceflow.producing import produce_waiting
@@ -67,9 +68,11 @@ class BatchOutput:
             produce_waiting(producer, topic, value=value, key=key, headers=listed)
 
     def start_direct(self) -> None:
-        """Make the direct producer now: an idempotent producer's first record waits for
-        its producer id (about 0.5 s in librdkafka), which this takes out of the first batch."""
-        if self._producer is None:
+        """Make the direct producer now, unless outputs go into a Kafka transaction or the
+        outbox: an idempotent producer's first record waits for its producer id (about
+        0.5 s in librdkafka), which this takes out of the first batch. Handlers and the
+        dead-letter topic produce through it."""
+        if self._producer is None and self.txn is None and self.outbox is None:
             self._producer = self._direct_producer()
 
     def _direct_producer(self) -> Producer:

@@ -113,8 +113,8 @@ class Progress:
             self._waiting_logged = now
             log.info(
                 "group %s: still waiting for partitions after %.0f s (a rebalance waits "
-                "for members that left without leaving; see static membership, "
-                "group.instance.id)",
+                "for members that left without leaving; a restarted worker takes its "
+                "place at once with RunnerConfig.worker_id)",
                 self.group,
                 now - self._waiting_since,
             )

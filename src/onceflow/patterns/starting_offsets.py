@@ -35,6 +35,11 @@ class StartingOffsets:
         self.offsets = offsets
         self.crash = crash
 
+    @property
+    def from_database(self) -> bool:
+        """Partitions start at the database's offsets (db_offsets), not the group's."""
+        return self.offsets is not None
+
     def assignment(self, partitions: list[TP]) -> list[TopicPartition]:
         """``partitions`` with their start offsets: Kafka's committed ones, or with db_offsets
         (steps 1-2) max(database, Kafka) per partition."""

@@ -158,11 +158,10 @@ class WireClient:
             data += chunk
         return data
 
-    def request(self, request: Any, *, decode_as: type | None = None, **fields: Any) -> Any:
-        """Send a kio request entity (or its class plus fields); return the decoded response
-        (as ``decode_as``, a dataclass shaped like kio's response class, when given)."""
-        if isinstance(request, type):
-            request = build(request, **fields)
+    def send(self, request: Any, header_version: int | None = None) -> int:
+        """Send a kio request entity without waiting for its answer (``read_frame`` reads
+        answers in order); its correlation id. ``header_version`` puts another version in
+        the request header than the entity's own (to send what a broker must refuse)."""
         cls = type(request)
         self.correlation_id += 1
         header_cls = RequestHeaderV2 if cls.__flexible__ else RequestHeaderV1
@@ -171,7 +170,9 @@ class WireClient:
             buffer,
             header_cls(
                 request_api_key=i16(cls.__api_key__),
-                request_api_version=i16(cls.__version__),
+                request_api_version=i16(
+                    cls.__version__ if header_version is None else header_version
+                ),
                 correlation_id=i32(self.correlation_id),
                 client_id=self.client_id,
             ),
@@ -179,6 +180,15 @@ class WireClient:
         entity_writer(cls)(buffer, request)
         payload = buffer.getvalue()
         self.send_raw(struct.pack(">i", len(payload)) + payload)
+        return self.correlation_id
+
+    def request(self, request: Any, *, decode_as: type | None = None, **fields: Any) -> Any:
+        """Send a kio request entity (or its class plus fields); return the decoded response
+        (as ``decode_as``, a dataclass shaped like kio's response class, when given)."""
+        if isinstance(request, type):
+            request = build(request, **fields)
+        cls = type(request)
+        self.send(request)
         frame = self.read_frame()
         response_cls = decode_as or response_class(cls.__api_key__, cls.__version__)
         correlation_id = struct.unpack_from(">i", frame, 0)[0]

@@ -13,15 +13,13 @@ other outputs keep the id mapping.
 
 from __future__ import annotations
 
-import sqlite3
 from collections import Counter
 from collections.abc import Callable
-from contextlib import closing
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from onceflow.db import quote_identifier
+from onceflow.prove.database import TrialDatabase
 from onceflow.prove.errors import ProveError
 from onceflow.prove.outputs import Output
 from onceflow.verify.report import (
@@ -115,26 +113,26 @@ def expectations(
     return found
 
 
-def read_rows(database: Path | None, expectation: Expectation) -> list[dict[str, Any]] | None:
+def read_rows(
+    database: TrialDatabase | None, expectation: Expectation
+) -> list[dict[str, Any]] | None:
     """The table's rows (the expected columns only); None when the table (or the
     database) does not exist."""
     if database is None:
         return None
     columns, table = expectation.columns, expectation.output.name
     try:
-        with closing(sqlite3.connect(f"file:{database}?mode=ro", uri=True)) as db:
-            quoted = quote_identifier(table)
-            present = [row[1] for row in db.execute(f"PRAGMA table_info({quoted})")]
-            if not present:
-                return None
-            absent = [column for column in columns if column not in present]
-            if absent:  # SQLite would read a quoted unknown column as a string
-                raise ProveError(f"output {expectation.output} has no column {absent[0]!r} "
-                                 f"(it has {', '.join(present)})")  # fmt: skip
-            selected = ", ".join(quote_identifier(column) for column in columns)
-            rows = db.execute(f"SELECT {selected} FROM {quoted}")
-            return [dict(zip(columns, row, strict=True)) for row in rows]
-    except sqlite3.OperationalError as error:
+        present = database.columns(table)
+        if present is None:
+            return None
+        absent = [column for column in columns if column not in present]
+        if absent:  # SQLite would read a quoted unknown column as a string
+            raise ProveError(f"output {expectation.output} has no column {absent[0]!r} "
+                             f"(it has {', '.join(present)})")  # fmt: skip
+        return database.select(table, columns)
+    except ProveError:
+        raise
+    except Exception as error:  # sqlite3.Error, psycopg.Error
         if "unable to open" in str(error):
             return None
         raise ProveError(f"output {expectation.output} cannot be read: {error}") from None

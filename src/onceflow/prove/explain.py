@@ -1,20 +1,18 @@
 """Common causes of a broken exactly-once pipeline that can be spotted cheaply: in the
 Runner's settings, in the pipeline's source text, and in what the audit found.
 
-Each cause names the evidence and the fix. These are hints next to the verdict, never
-the verdict: the audit decides what happened.
+Each cause names the evidence and the fix. These are hints next to a broken verdict,
+never the verdict: the audit decides what happened, and a pipeline that held gets none.
+The source text they read is the code the pipeline runs (``reachable.py``).
 """
 
 from __future__ import annotations
 
 import re
-import sqlite3
 from collections.abc import Sequence
-from contextlib import closing
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from onceflow.db import quote_identifier
 from onceflow.patterns.guarantees import CommitTiming, Pattern
 
 if TYPE_CHECKING:
@@ -37,10 +35,54 @@ OWN_DATABASE = re.compile(r"\b(sqlite3|psycopg)\.connect\s*\(|\bconnect\s*\(\s*o
 CONSUMER_COMMIT = re.compile(r"\b\w*consumer\w*\.(commit|store_offsets)\s*\(", re.IGNORECASE)
 DB_COMMIT = re.compile(r"\b(?!consumer)\w*(db|conn|connection|tx)\w*\.commit\s*\(|^\s*with\s+"
                        r"\w*(db|conn|connection)\w*\s*:", re.IGNORECASE | re.MULTILINE)  # fmt: skip
+AUTO_COMMIT_NAMED = re.compile(r"enable\.auto\.commit|ENABLE_AUTO_COMMIT|autoCommit")
+JAVA_CONSUMER = re.compile(r"\bnew\s+KafkaConsumer\b")
+KAFKAJS_RUN = re.compile(r"\.run\(\s*\{")
+CONSUMER_NAME = re.compile(r"\b(\w+)\s*=\s*(?:[\w.]+\.)?(?:Deserializing)?Consumer\s*\(")
+DATABASE_NAME = re.compile(r"\b(\w+)\s*=\s*(?:sqlite3|psycopg|psycopg2)\.connect\s*\(")
+
+
+def _calls(pattern: re.Pattern[str], text: str) -> list[int]:
+    return [m.start() for m in pattern.finditer(text)]
+
+
+def auto_commits_by_default(text: str) -> bool:
+    """A consumer created without a word about auto-commit, in Python, Java or kafkajs."""
+    if AUTO_COMMIT_NAMED.search(text):
+        return False
+    return bool(CONSUMER_NAME.search(text) or JAVA_CONSUMER.search(text)
+                or KAFKAJS_RUN.search(text))  # fmt: skip
+
+
+def consumer_commits(text: str) -> list[int]:
+    """Where the source commits a consumer's offsets: ``consumer.commit(``, or ``c.commit(``
+    where ``c = Consumer(...)``."""
+    names = [re.escape(m[1]) for m in CONSUMER_NAME.finditer(text)]
+    found = _calls(CONSUMER_COMMIT, text)
+    if names:
+        named = re.compile(rf"\b({'|'.join(names)})\.(commit|store_offsets)\s*\(")
+        found += _calls(named, text)
+    return sorted(set(found))
+
+
+def database_commits(text: str) -> list[int]:
+    """Where the source commits a database transaction: ``db.commit(``, ``with conn:``,
+    or the same on a name bound to ``sqlite3.connect(...)`` / ``psycopg.connect(...)``."""
+    names = [re.escape(m[1]) for m in DATABASE_NAME.finditer(text)]
+    found = _calls(DB_COMMIT, text)
+    if names:
+        alternatives = "|".join(names)
+        named = re.compile(rf"\b({alternatives})\.commit\s*\(|^\s*with\s+({alternatives})\s*:",
+                           re.MULTILINE)  # fmt: skip
+        found += _calls(named, text)
+    consumers = set(consumer_commits(text))
+    return sorted(set(found) - consumers)
 
 
 def explain(target: Target, trials: Sequence[TrialResult]) -> list[Cause]:
     found = {kind for trial in trials for kind, n in trial.report.counts.items() if n}
+    if not found:
+        return []
     lost, duplicated = "missing" in found, "duplicated" in found
     causes: list[Cause] = []
     if target.plan is not None:
@@ -84,6 +126,13 @@ def _source_causes(
             "in the background, before or after the work, whatever happened to it",
             "set enable.auto.commit=false and commit (or store) offsets with the output",
         ))  # fmt: skip
+    elif auto_commits_by_default(text):
+        causes.append(Cause(
+            "enable.auto.commit left at its default (true)", f"{name} creates a consumer "
+            "without setting enable.auto.commit (autoCommit in kafkajs): offsets are "
+            "committed in the background, before or after the work, whatever happened to it",
+            "set enable.auto.commit=false and commit (or store) offsets with the output",
+        ))  # fmt: skip
     if READ_UNCOMMITTED.search(text):
         causes.append(Cause(
             "read_uncommitted consumer", f"{name} reads with isolation.level="
@@ -108,8 +157,8 @@ def _source_causes(
             "Runner's transaction that stores the offsets",
             "write through ctx.tx, the batch's transaction",
         ))  # fmt: skip
-    commits = [m.start() for m in CONSUMER_COMMIT.finditer(text)]
-    db_commits = [m.start() for m in DB_COMMIT.finditer(text)]
+    commits = consumer_commits(text)
+    db_commits = database_commits(text)
     if target.plan is None and commits and db_commits:
         if lost and min(commits) < min(db_commits):
             causes.append(Cause(
@@ -132,18 +181,14 @@ def _source_causes(
 def _missing_unique_keys(trials: Sequence[TrialResult], target: Target) -> list[Cause]:
     """Duplicated rows in a table without a unique key on the id column."""
     causes = []
+    column = target.mapping.id_field.split(".")[0]
     for trial in trials:
-        if target.database_name is None:
-            continue
-        database = trial.directory / target.database_name
-        if not database.exists():
+        if trial.database is None:
             continue
         for output in target.outputs:
-            column = target.mapping.id_field.split(".")[0]
-            if output.kind != "table" or not trial.report.of_kind("duplicated", f"table:"
-                                                                  f"{output.name}"):  # fmt: skip
+            if output.kind != "table" or not trial.report.of_kind("duplicated", str(output)):
                 continue
-            if not _unique_on(database, output.name, column):
+            if not trial.database.unique_on(output.name, column):
                 causes.append(Cause(
                     "missing unique key",
                     f"table {output.name} has no PRIMARY KEY or UNIQUE index on {column}: "
@@ -152,20 +197,3 @@ def _missing_unique_keys(trials: Sequence[TrialResult], target: Target) -> list[
                     "the offsets in the same transaction)",
                 ))  # fmt: skip
     return causes
-
-
-def _unique_on(database: object, table: str, column: str) -> bool:
-    try:
-        with closing(sqlite3.connect(f"file:{database}?mode=ro", uri=True)) as db:
-            quoted = quote_identifier(table)
-            for row in db.execute(f"PRAGMA table_info({quoted})"):
-                if row[1] == column and row[5]:
-                    return True
-            for index in db.execute(f"PRAGMA index_list({quoted})"):
-                if index[2]:
-                    cols = [r[2] for r in db.execute(f'PRAGMA index_info("{index[1]}")')]
-                    if cols == [column]:
-                        return True
-    except sqlite3.Error:
-        return True  # cannot tell: say nothing
-    return False

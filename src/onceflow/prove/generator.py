@@ -16,7 +16,6 @@ from __future__ import annotations
 import json
 import random
 import threading
-import time
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -63,76 +62,97 @@ def input_values(
         yield str(key), value
 
 
-def produce_input(
-    bootstrap: str,
-    topic: str,
-    count: int,
-    keys: int,
-    rate: float | None = None,
-    cancel: threading.Event | None = None,
-    factory: RecordFactory | None = None,
-) -> int:
-    """Write the records (idempotent producer, acks=all), all at once or ``rate`` records
-    per second; returns how many were written."""
+def producer(bootstrap: str) -> Any:
+    """The idempotent producer that writes the input (acks=all)."""
     from confluent_kafka import Producer
 
-    producer = Producer(
+    return Producer(
         {"bootstrap.servers": bootstrap, "enable.idempotence": True, "linger.ms": 5,
          "log_level": 0}
     )  # fmt: skip
-    failures: list[str] = []
 
-    def delivered(error: object, _message: object) -> None:
-        if error is not None:
-            failures.append(str(error))
 
-    started = time.monotonic()
-    for n, (key, value) in enumerate(input_values(count, keys, factory)):
-        if cancel is not None and cancel.is_set():
-            break
-        if rate is not None:
-            delay = started + n / rate - time.monotonic()
-            if delay > 0:
-                producer.flush(delay)  # sends what is due meanwhile
-                time.sleep(max(0.0, started + n / rate - time.monotonic()))
-        producer.produce(topic, json.dumps(value).encode(), key.encode(), on_delivery=delivered)
-        producer.poll(0)
-    if producer.flush(30) or failures:
-        raise ProveError(f"could not write the input to {topic!r}: {failures[:1] or 'timeout'}")
+def produce_input(
+    bootstrap: str, topic: str, count: int, keys: int, factory: RecordFactory | None = None
+) -> int:
+    """Write every record at once; returns how many were written."""
+    feeder = InputFeeder(bootstrap, topic, count, keys, factory)
+    feeder.allow(None)
+    feeder.stop(wait=True)
     return count
 
 
 class InputFeeder:
-    """Writes the input at a steady rate in a background thread, so that a command-mode
-    pipeline keeps making progress across its lives (kills land mid-stream)."""
+    """Writes the input in a background thread, never more records than ``allow()`` lets
+    it (the fault run paces the input by the pipeline's progress, so that the input lasts
+    until every planned fault had its chance); ``allow(None)`` lets the rest go."""
 
     def __init__(
-        self, bootstrap: str, topic: str, count: int, keys: int, rate: float,
+        self, bootstrap: str, topic: str, count: int, keys: int,
         factory: RecordFactory | None = None,
     ) -> None:  # fmt: skip
+        self.count = count
+        self.written = 0
         self.done = threading.Event()
-        self._cancel = threading.Event()
         self.error: ProveError | None = None
+        self._allowed = 0
+        self._changed = threading.Condition()
+        self._cancelled = False
         self._thread = threading.Thread(
-            target=self._run, args=(bootstrap, topic, count, keys, rate, factory), daemon=True
-        )
+            target=self._run, args=(bootstrap, topic, keys, factory), daemon=True,
+            name="onceflow-prove-feeder",
+        )  # fmt: skip
         self._thread.start()
 
-    def _run(
-        self, bootstrap: str, topic: str, count: int, keys: int, rate: float,
-        factory: RecordFactory | None,
-    ) -> None:  # fmt: skip
+    def allow(self, records: int | None) -> None:
+        """Let the feeder write up to ``records`` records in all (None: every one)."""
+        allowed = self.count if records is None else min(self.count, records)
+        if allowed > self._allowed:
+            with self._changed:
+                self._allowed = allowed
+                self._changed.notify()
+
+    def _run(self, bootstrap: str, topic: str, keys: int, factory: RecordFactory | None) -> None:
+        failures: list[str] = []
+
+        def delivered(error: object, _message: object) -> None:
+            if error is not None:
+                failures.append(str(error))
+
         try:
-            produce_input(bootstrap, topic, count, keys, rate, self._cancel, factory)
+            out = producer(bootstrap)
+            for key, value in input_values(self.count, keys, factory):
+                with self._changed:
+                    while self.written >= self._allowed and not self._cancelled:
+                        out.poll(0)
+                        self._changed.wait(0.05)
+                    if self._cancelled:
+                        break
+                out.produce(topic, json.dumps(value).encode(), key.encode(),
+                            on_delivery=delivered)  # fmt: skip
+                self.written += 1
+                if self.written >= self._allowed:
+                    out.flush(5)  # what is allowed goes out now, not after linger.ms
+                out.poll(0)
+            if out.flush(30) or failures:
+                self.error = ProveError(f"could not write the input to {topic!r}: "
+                                        f"{failures[:1] or 'timeout'}")  # fmt: skip
         except ProveError as error:
             self.error = error
         finally:
             self.done.set()
 
-    def stop(self) -> None:
-        """Stop writing (a trial that failed early) and wait for the thread; raise its error."""
-        if not self.done.is_set():
-            self._cancel.set()
+    @property
+    def finished(self) -> bool:
+        """Every record was written and acknowledged."""
+        return self.done.is_set() and self.written == self.count and self.error is None
+
+    def stop(self, wait: bool = False) -> None:
+        """Stop writing (``wait``: finish what is allowed first); raise its error."""
+        if not wait:
+            with self._changed:
+                self._cancelled = True
+                self._changed.notify()
         self._thread.join()
         if self.error is not None:
             raise self.error

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import importlib
+import inspect
 import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from onceflow.prove.errors import ProveError
+from onceflow.prove.reachable import reachable_source
 
 
 def load_handler(spec: str, directories: list[Path], what: str = "handler") -> Callable[..., Any]:
@@ -31,12 +33,12 @@ def load_handler(spec: str, directories: list[Path], what: str = "handler") -> C
     return handler
 
 
-def module_source(spec: str) -> str:
-    """The handler module's source text ('' when it cannot be found), for explain.py."""
-    module_name = spec.partition(":")[0]
-    module = sys.modules.get(module_name)
-    path = getattr(module, "__file__", None)
+def module_source(spec: str, handler: Callable[..., Any]) -> str:
+    """The code of the handler's module that runs in a Runner ('' when it cannot be
+    found): its import-time statements and what the handler reaches (for explain.py)."""
+    module = sys.modules.get(spec.partition(":")[0])
     try:
-        return Path(path).read_text() if path else ""
-    except OSError:
+        text = inspect.getsource(module) if module is not None else ""
+    except (OSError, TypeError):
         return ""
+    return reachable_source(text, getattr(handler, "__name__", None))

@@ -10,28 +10,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from onceflow.faults.outputs import Output, OutputError
 from onceflow.prove.errors import ProveError, WrongMapping
 from onceflow.verify.audit import Sink
 from onceflow.verify.extract import Extractor
 from onceflow.verify.sources import SourceError, read_output_topic, read_table
-
-KINDS = ("table", "topic")
-
-
-@dataclass(frozen=True, slots=True)
-class Output:
-    kind: str
-    name: str
-
-    @classmethod
-    def parse(cls, text: str) -> Output:
-        kind, _, name = text.partition(":")
-        if kind not in KINDS or not name:
-            raise ProveError(f"bad output {text!r}: expected table:NAME or topic:NAME")
-        return cls(kind, name)
-
-    def __str__(self) -> str:
-        return f"{self.kind}:{self.name}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,7 +35,10 @@ def parse_outputs(texts: list[str] | tuple[str, ...]) -> list[Output]:
             "no outputs declared: name what the pipeline writes with --output table:NAME "
             "or --output topic:NAME (or outputs = [...] in the config's [prove] section)"
         )
-    return [Output.parse(text) for text in texts]
+    try:
+        return [Output.parse(text) for text in texts]
+    except OutputError as error:
+        raise ProveError(str(error)) from None
 
 
 def read_sinks(

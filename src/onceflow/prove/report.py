@@ -8,8 +8,8 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from onceflow.faults.schedule import format_schedule
 from onceflow.prove.proof import Proof
-from onceflow.prove.schedule import format_schedule
 from onceflow.prove.trial import TrialResult
 
 REPORT_VERSION = 1
@@ -21,6 +21,9 @@ def _trial_dict(trial: TrialResult) -> dict[str, Any]:
         "trial": trial.number,
         "schedule": format_schedule(trial.schedule),
         "kills_landed": [str(k) for k in trial.landed],
+        "kills_missed": [
+            {"fault": str(m.fault), "why": m.note} for m in trial.run.landings if not m.landed
+        ],
         "kills_mid_processing": trial.mid_processing,
         "lives": len(trial.lives),
         "outcome": trial.outcome,
@@ -35,7 +38,7 @@ def to_dict(proof: Proof) -> dict[str, Any]:
         trial = proof.failure.trial
         failure = {
             "schedule": format_schedule(trial.schedule),
-            "steps": sorted({k.step for k in trial.schedule}),
+            "steps": sorted({k.trigger for k in trial.schedule}),
             "counts": {k: n for k, n in trial.report.counts.items() if n},
             "anomalies": [a.to_dict() for a in trial.report.anomalies[:50]],
             "replay": proof.failure.replay,
@@ -45,6 +48,7 @@ def to_dict(proof: Proof) -> dict[str, Any]:
         "version": REPORT_VERSION,
         "verdict": proof.verdict(),
         "held": proof.held,
+        "complete": proof.complete,
         "mode": proof.mode,
         "pipeline": proof.pipeline,
         "seed": proof.seed,
@@ -68,12 +72,12 @@ def to_json(proof: Proof) -> str:
 
 
 def render(proof: Proof, console: Console) -> None:
-    console.print(f"seed {proof.seed}  ({proof.kills} of {proof.kills_planned} planned kills "
+    console.print(f"seed {proof.seed}  ({proof.kills} of {proof.kills_planned} planned faults "
                   f"landed, {proof.mid_processing} of them mid-processing; "
                   f"{len(proof.trials) + len(proof.shrink_trials)} trials, "
                   f"{proof.seconds:.0f} s)")  # fmt: skip
     table = Table(title=f"onceflow prove {proof.mode}: {proof.pipeline}")
-    for column in ("trial", "kills (planned)", "landed", "outcome", "anomalies", "s"):
+    for column in ("trial", "faults (planned)", "landed", "outcome", "anomalies", "s"):
         table.add_column(column, overflow="fold")
     for trial in [*proof.trials, *proof.shrink_trials]:
         colour = "green" if trial.ok else "red"
@@ -89,8 +93,12 @@ def render(proof: Proof, console: Console) -> None:
     if proof.failure is not None:
         trial = proof.failure.trial
         console.print(f"[bold red]{proof.verdict()}[/bold red]")
-        console.print(f"smallest failing schedule: {format_schedule(trial.schedule)} "
-                      f"(step {', '.join(sorted({k.step for k in trial.schedule}))})")  # fmt: skip
+        faults = trial.landed or list(trial.schedule)
+        console.print(f"smallest failing schedule: {format_schedule(faults)} "
+                      f"(step {', '.join(sorted({k.trigger for k in faults}))})")  # fmt: skip
+        for landing in trial.run.landings:
+            if landing.landed and landing.note:
+                console.print(f"  {landing.fault}: {landing.note}")
         for anomaly in trial.report.anomalies[:ANOMALIES_SHOWN]:
             console.print(f"  {anomaly.kind} {anomaly.id} (key {anomaly.key}) in "
                           f"{anomaly.sink} {anomaly.detail or ''}")  # fmt: skip
@@ -100,7 +108,8 @@ def render(proof: Proof, console: Console) -> None:
         console.print(f"replay: {proof.failure.replay}", soft_wrap=True)
         console.print(f"logs: {trial.directory}", soft_wrap=True)
     else:
-        console.print(f"[bold green]{proof.verdict()}[/bold green]")
+        colour = "green" if proof.complete else "yellow"
+        console.print(f"[bold {colour}]{proof.verdict()}[/bold {colour}]")
         console.print(f"replay: {proof.replay}", soft_wrap=True)
     for cause in proof.causes:
         console.print(f"[yellow]likely cause: {cause.name}[/yellow]: {cause.evidence}; "
@@ -110,11 +119,12 @@ def render(proof: Proof, console: Console) -> None:
 def to_markdown(proof: Proof, picture: str | None = None) -> str:
     lines = [f"# onceflow prove {proof.mode}: `{proof.pipeline}`", "",
              f"**{proof.verdict()}**", "",
-             f"Seed {proof.seed}; {proof.kills} of {proof.kills_planned} planned kills landed; "
+             f"Seed {proof.seed}; {proof.kills} of {proof.kills_planned} planned faults landed; "
              f"{proof.seconds:.0f} s.", ""]  # fmt: skip
     if picture:
         lines += [f"![kills by step]({picture})", ""]
-    lines += ["| trial | kills (planned) | landed | outcome | anomalies |", "|---|---|---|---|---|"]
+    lines += ["| trial | faults (planned) | landed | outcome | anomalies |",
+              "|---|---|---|---|---|"]  # fmt: skip
     for trial in [*proof.trials, *proof.shrink_trials]:
         lines.append(f"| {trial.number} | `{format_schedule(trial.schedule)}` | "
                      f"{len(trial.landed)} | {trial.outcome} | "

@@ -6,6 +6,7 @@ what the proof needs to know (``[prove]``)::
     topics = ["orders"]
     pattern = "db_offsets"
     database_url = "sqlite:///orders.db"      # a fresh orders.db in each trial's directory
+                                              # (postgresql://...: a fresh database each)
 
     [prove]
     outputs = ["table:orders"]                # or topic:NAME; what the pipeline writes
@@ -25,14 +26,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from onceflow.db import ConfigurationError
+from onceflow.configuration_error import ConfigurationError
 from onceflow.patterns.guarantees import Plan
 from onceflow.patterns.runner_config import RunnerConfig
 from onceflow.prove.errors import ProveError
 
 PROVE_KEYS = frozenset({"input", "outputs", "schema", "topics_file", "id_field", "key_field",
                         "output_database", "generator", "expect"})  # fmt: skip
-# What prove sets for every trial (one worker, partitions assigned: no rebalance waits).
+# What prove sets for every trial: small batches (more places to die) and an exit once
+# idle; the Runner subscribes or assigns as its settings say.
 BATCH_SIZE_LIMIT = 25
 IDLE_EXIT_S = 1.0
 
@@ -64,15 +66,14 @@ class RunnerFile:
     def relative(self, name: str | None) -> Path | None:
         return None if name is None else (self.path.parent / name).resolve()
 
-    def config(self, bootstrap: str, trial_directory: Path | None) -> RunnerConfig:
-        """The RunnerConfig of one trial, its SQLite file moved into ``trial_directory``."""
+    def config(self, bootstrap: str, database_url: str | None = None) -> RunnerConfig:
+        """The RunnerConfig of one trial, on the trial's own database (``database_url``)."""
         settings = dict(self.runner)
         settings.setdefault("group_id", "onceflow-prove")
-        if trial_directory is not None and self.database_name is not None:
-            settings["database_url"] = f"sqlite:///{trial_directory / self.database_name}"
+        if database_url is not None and self.uses_database:
+            settings["database_url"] = database_url
         settings.update(
             bootstrap_servers=bootstrap,
-            assign=True,
             idle_exit_s=IDLE_EXIT_S,
             batch_size=min(int(settings.get("batch_size", BATCH_SIZE_LIMIT)), BATCH_SIZE_LIMIT),
             poll_timeout_s=0.2,
@@ -98,19 +99,25 @@ class RunnerFile:
         return self.runner.get("database_url") is not None
 
     @property
-    def database_name(self) -> str | None:
-        """The file name of the Runner's SQLite database (None without one)."""
+    def database_url(self) -> str | None:
         url = self.runner.get("database_url")
-        return None if url is None else Path(str(url).removeprefix("sqlite:///")).name
+        return None if url is None else str(url)
+
+    @property
+    def database_name(self) -> str | None:
+        """The file name of the Runner's SQLite database (None without one; ``app.db`` for
+        a PostgreSQL URL, whose trials each get a database of their own)."""
+        url = self.database_url
+        if url is None:
+            return None
+        return Path(url.removeprefix("sqlite:///")).name if url.startswith("sqlite:") else "app.db"
 
     @property
     def output_database_name(self) -> str | None:
         return self.prove.get("output_database") or self.database_name
 
-    def check_database(self) -> None:
-        url = self.runner.get("database_url")
-        if url is not None and not str(url).startswith("sqlite:"):
-            raise ProveError(
-                f"{self.path}: prove gives each trial a fresh SQLite database; "
-                f"{str(url).split(':')[0]} is not supported yet (use sqlite:///NAME.db)"
-            )
+    @property
+    def postgres_server(self) -> str | None:
+        """The PostgreSQL server the Runner's database_url names (None for SQLite)."""
+        url = self.database_url
+        return url if url is not None and not url.startswith("sqlite:") else None

@@ -2,9 +2,9 @@
 
     python -m onceflow.prove.runner_host MODULE:HANDLER --config runner.toml
 
-The broker comes from ``ONCEFLOW_BOOTSTRAP``, the trial's directory (where the Runner's
-SQLite file is put) from ``ONCEFLOW_PROVE_TRIAL_DIR``, the crash point from
-``ONCEFLOW_CRASH_AT`` (the Runner reads it). Exits 0 once idle with its input drained.
+The broker comes from ``ONCEFLOW_BOOTSTRAP``, the Runner's database in this trial from
+``ONCEFLOW_PROVE_RUNNER_DATABASE_URL``, the crash or pause point from ``ONCEFLOW_CRASH_AT`` /
+``ONCEFLOW_PAUSE_AT`` (the Runner reads them). Exits 0 once idle with its input drained.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from onceflow.prove.errors import ProveError
 from onceflow.prove.handler import load_handler
 from onceflow.prove.runner_file import RunnerFile
 
-TRIAL_DIRECTORY_VAR = "ONCEFLOW_PROVE_TRIAL_DIR"
+RUNNER_DATABASE_VAR = "ONCEFLOW_PROVE_RUNNER_DATABASE_URL"
 
 
 def main(argv: list[str]) -> int:
@@ -35,8 +35,8 @@ def main(argv: list[str]) -> int:
     except ProveError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
-    trial = os.environ.get(TRIAL_DIRECTORY_VAR)
-    config = file.config(os.environ["ONCEFLOW_BOOTSTRAP"], Path(trial) if trial else None)
+    database_url = os.environ.get(RUNNER_DATABASE_VAR)
+    config = file.config(os.environ["ONCEFLOW_BOOTSTRAP"], database_url)
     stats = Runner(config, handler).run()
     print(f"onceflow prove: runner done, {stats.processed} records processed", file=sys.stderr)
     return 0

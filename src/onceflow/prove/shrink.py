@@ -1,15 +1,16 @@
 """Shrink a failing kill schedule to the fewest kills that still break the pipeline.
 
-``fails(schedule)`` runs a fresh trial; the search tries every single kill first (most
-bugs need one kill at the wrong step), then drops kills one at a time while the rest
-still fails. ``budget`` bounds the number of trials.
+``fails(schedule)`` runs a fresh trial; the search tries every single fault first (most
+bugs need one fault at the wrong step), those that land exactly (at a named step or a held
+request) before those timed by output growth, whose replays are a race; then it drops
+faults one at a time while the rest still fails. ``budget`` bounds the number of trials.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
-from onceflow.prove.schedule import Schedule
+from onceflow.faults.schedule import PROGRESS, TIME, Schedule
 
 
 def shrink(schedule: Schedule, fails: Callable[[Schedule], bool], budget: int = 12) -> Schedule:
@@ -25,9 +26,10 @@ def shrink(schedule: Schedule, fails: Callable[[Schedule], bool], budget: int = 
         budget -= 1
         return fails(candidate)
 
-    for kill in dict.fromkeys(schedule):
-        if attempt((kill,)):
-            return (kill,)
+    singles = sorted(dict.fromkeys(schedule), key=lambda fault: fault.trigger in (PROGRESS, TIME))
+    for fault in singles:
+        if attempt((fault,)):
+            return (fault,)
     smallest = schedule
     shrunk = True
     while shrunk and len(smallest) > 2:

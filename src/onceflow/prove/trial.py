@@ -1,57 +1,75 @@
-"""One trial: a fresh broker and database, the input written, the pipeline run through one
-kill schedule until its input is drained, then audited with ``onceflow.verify``."""
+"""One trial: a fresh broker (or the cluster, reset) and a fresh database, the input paced
+by the pipeline's progress, the pipeline run through one fault schedule by the fault
+engine until its input is drained, then audited with ``onceflow.verify``."""
 
 from __future__ import annotations
 
-import sqlite3
 import time
-from collections.abc import Callable
-from contextlib import closing
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from onceflow.broker.process import BrokerProcess
+from onceflow.faults.actions import LAG_S, FaultActions
+from onceflow.faults.commit_traps import CommitTrapControl, pipeline_environment
+from onceflow.faults.databases import CellDatabases
+from onceflow.faults.probe import OutputProbe, group_committed_to_end
+from onceflow.faults.process import ProcessGroup, StartError
+from onceflow.faults.results import Landing, Limits, RunError, RunResult
+from onceflow.faults.run import FaultRun
+from onceflow.faults.schedule import NODE_ACTIONS, Fault, Schedule
+from onceflow.faults.workers import Life
+from onceflow.prove.brokers import TrialCluster, create_topics, embedded_broker, reset
+from onceflow.prove.database import TrialDatabase
 from onceflow.prove.errors import ProveError, WrongMapping
 from onceflow.prove.expect import Expectation, expectations, read_rows
-from onceflow.prove.generator import InputFeeder, input_values, produce_input
-from onceflow.prove.lives import Life, LifeResult, Limits
+from onceflow.prove.generator import InputFeeder, input_values
 from onceflow.prove.options import ProofOptions
 from onceflow.prove.outputs import Output, read_sinks
-from onceflow.prove.probe import OutputProbe, group_committed_to_end
-from onceflow.prove.schedule import Kill, Schedule
+from onceflow.prove.runner_host import RUNNER_DATABASE_VAR
 from onceflow.prove.target import Target
+from onceflow.prove.victims import victim_finder
 from onceflow.verify.extract import Extractor
 from onceflow.verify.report import AuditReport
 from onceflow.verify.sources import SourceError, read_dead_letters, read_input
 
 INPUT_EXTRACTOR = Extractor("id", "key")
-FEED_SECONDS_PER_KILL = 3.0  # command mode: the input stream lasts about this per kill
+STALLED_S = 60.0  # under node faults, a pipeline without progress this long is restarted
+# (a transactional producer waits out its coordinator's failover and the abort of the
+# transaction it had open: 46 s seen after a SIGKILLed transaction coordinator)
+COMMITTED_QUIET_S = 10.0  # its group committed everything, outputs unchanged this long
+NODE_DOWN_S = 8.0  # a killed node comes back after the cluster fenced it (6 s) and moved on
 
 
 @dataclass(slots=True)
 class TrialResult:
     number: int
     schedule: Schedule
-    lives: list[LifeResult]
+    run: RunResult
     report: AuditReport
     seconds: float
     directory: Path
-    distinct_outputs: int = 0
+    database: TrialDatabase | None = None
     notes: list[str] = field(default_factory=list)
 
     @property
-    def landed(self) -> list[Kill]:
-        return [life.kill for life in self.lives if life.landed and life.kill is not None]
+    def landed(self) -> list[Fault]:
+        return self.run.landed
+
+    @property
+    def complete(self) -> bool:
+        """Every planned fault landed."""
+        return len(self.landed) == len(self.schedule)
+
+    @property
+    def lives(self) -> list[Life]:
+        return self.run.lives
 
     @property
     def mid_processing(self) -> int:
-        """Landed kills that interrupted unfinished work: the pipeline had input left
-        and wrote more outputs after its restart."""
-        return sum(
-            1
-            for life, after in zip(self.lives, self.lives[1:], strict=False)
-            if life.landed and after.outputs_after > after.outputs_before
-        )
+        """Landed faults that interrupted unfinished work: the outputs grew after them."""
+        end = self.run.outputs
+        return sum(1 for landing in self.run.landings if landing.landed and end > landing.outputs)
 
     @property
     def ok(self) -> bool:
@@ -72,21 +90,24 @@ class TrialResult:
 
 
 class Trials:
-    """Runs trials one after another on one broker (the embedded one, started on first
-    use, or ``--bootstrap``): each trial deletes and creates the pipeline's topics again,
-    deletes the groups that committed offsets on them, and gets its own directory and
-    database. ``close()`` stops the embedded broker."""
+    """Runs trials one after another, each on its own broker (or on the shared cluster,
+    reset) with its own directory and database."""
 
     def __init__(
         self, target: Target, options: ProofOptions, work: Path,
-        on_life: Callable[[int, LifeResult], None] | None = None,
+        on_life: Callable[[int, Life], None] | None = None,
+        on_landing: Callable[[int, Landing], None] | None = None,
+        cluster: Callable[[], TrialCluster] | None = None,
     ) -> None:  # fmt: skip
         self.target = target
         self.options = options
         self.work = work
         self.on_life = on_life
+        self.on_landing = on_landing
+        self.shared_cluster = cluster  # None: an embedded broker per trial
         self.count = 0
-        self.broker: BrokerProcess | None = None
+        server = options.database_url or _runner_server(target)
+        self.databases = CellDatabases(work, server, prefix=f"prove_{time.time_ns() % 10**9}")
         self.expectations: list[Expectation] = []
         if target.expect is not None:  # the input is the same in every trial
             values = [v for _, v in input_values(options.record_count, options.keys,
@@ -96,68 +117,114 @@ class Trials:
         self.id_outputs: list[Output] = [o for o in target.outputs if o not in expected]
         self.input_extractor = target.mapping.extractor() if target.generator else INPUT_EXTRACTOR
 
-    def bootstrap(self) -> str:
-        if self.options.bootstrap:
-            return self.options.bootstrap
-        if self.broker is None:
-            self.broker = BrokerProcess(self.work / "broker", log_path=self.work / "broker.log")
-            try:
-                self.broker.start()
-            except RuntimeError as error:
-                self.broker = None
-                raise ProveError(f"the embedded broker did not start: {error}") from None
-        return self.broker.bootstrap
-
     def close(self) -> None:
-        if self.broker is not None:
-            self.broker.kill()  # nothing in it is kept
-            self.broker = None
+        self.databases.drop_all()
 
     def run(self, schedule: Schedule) -> TrialResult:
         self.count += 1
         directory = self.work / f"trial-{self.count}"
         directory.mkdir(parents=True, exist_ok=True)
         started = time.monotonic()
-        bootstrap = self.bootstrap()
-        _reset(bootstrap, self._topics())
-        return self._run(schedule, bootstrap, directory, started)
+        actions = FaultActions()
+        with self._cluster(directory, schedule, actions) as cluster:
+            database = self._database(directory)
+            run = self._run(schedule, cluster, database, directory, actions)
+            report = self._audit(cluster.bootstrap, database)
+        return TrialResult(self.count, schedule, run, report, time.monotonic() - started,
+                           directory, database)  # fmt: skip
+
+    @contextmanager
+    def _cluster(
+        self, directory: Path, schedule: Schedule, actions: FaultActions
+    ) -> Iterator[TrialCluster]:
+        names = self._topics()
+        if self.shared_cluster is None:
+            with embedded_broker(directory, schedule, self.options.workers, actions) as cluster:
+                create_topics(cluster, names, self.options.partitions, self.target.topics_file)
+                yield cluster
+            return
+        cluster = self.shared_cluster()
+        actions.cluster = cluster.kafka  # its node faults: a leader's followers lag first
+        actions.lag_s, actions.node_down_s = LAG_S, NODE_DOWN_S
+        reset(cluster.bootstrap, names)
+        create_topics(cluster, names, self.options.partitions, self.target.topics_file)
+        yield cluster
 
     def _topics(self) -> list[str]:
         t = self.target
-        names = [t.input_topic, *t.other_inputs]
-        names += [o.name for o in t.outputs if o.kind == "topic"]
+        names = [t.input_topic, *t.other_inputs, *t.output_topics]
         if t.dead_letter_topic:
             names.append(t.dead_letter_topic)
         return list(dict.fromkeys(names))
 
-    def _run(
-        self, schedule: Schedule, bootstrap: str, directory: Path, started: float
-    ) -> TrialResult:
-        target, options = self.target, self.options
-        _create_topics(bootstrap, self._topics(), options.partitions, target.topics_file)
-        database = directory / target.database_name if target.database_name else None
-        if database is not None and target.schema is not None:
-            _apply_schema(database, target.schema)
-        records = options.record_count
-        feeder = None
-        if target.mode != "runner":  # a stream, spread over the lives
-            rate = records / (FEED_SECONDS_PER_KILL * max(1, len(schedule)))
-            feeder = InputFeeder(bootstrap, target.input_topic, records, options.keys, rate,
-                                 target.generator)  # fmt: skip
-        else:  # all at once: crash points count batches, whatever the timing
-            produce_input(bootstrap, target.input_topic, records, options.keys,
-                          factory=target.generator)  # fmt: skip
-        progress = {e.output.name: p for e in self.expectations if (p := e.progress(records))}
-        probe = OutputProbe(target.outputs, bootstrap, database, progress)
-        database_url = f"sqlite:///{database}" if database is not None else None
+    def _database(self, directory: Path) -> TrialDatabase | None:
+        name = self.target.database_name
+        if name is None:
+            return None
+        database = TrialDatabase(self.databases.create(directory.name, name))
+        if self.target.schema is not None:
+            database.apply_schema(self.target.schema)
+        return database
 
-        def drained() -> bool:
-            if feeder is not None and not feeder.done.is_set():
+    def _runner_database_url(self, database: TrialDatabase | None, directory: Path) -> str | None:
+        """The Runner's own database in this trial: the output database, or another
+        SQLite file of the trial (``output_database``)."""
+        config = self.target.runner_config
+        if config is None or config.database_url is None or database is None:
+            return None
+        if database.path is None:
+            return database.url
+        return f"sqlite:///{directory / Path(config.database_url.removeprefix('sqlite:///')).name}"
+
+    def _run(
+        self, schedule: Schedule, cluster: TrialCluster, database: TrialDatabase | None,
+        directory: Path, actions: FaultActions,
+    ) -> RunResult:  # fmt: skip
+        target, options = self.target, self.options
+        records = options.record_count
+        feeder = InputFeeder(cluster.bootstrap, target.input_topic, records, options.keys,
+                             target.generator)  # fmt: skip
+        progress = {e.output.name: p for e in self.expectations if (p := e.progress(records))}
+        database_url = database.url if database is not None else None
+        probe = OutputProbe(target.outputs, cluster.bootstrap, database_url, progress)
+        runner_database = self._runner_database_url(database, directory)
+        workers = options.workers
+        commit_traps = CommitTrapControl(directory / "commit-traps", workers)
+        tables = [o.name for o in target.outputs if o.kind == "table"]
+
+        def start(worker: int, life: int, arming: dict[str, str]) -> ProcessGroup:
+            values = {
+                "bootstrap": cluster.for_worker(worker),
+                "input_topic": target.input_topic,
+                "database_url": database_url or "",
+                "database_path": str(database.path) if database and database.path else "",
+                "checkpoint": str(
+                    directory / (f"checkpoint-{worker}" if workers > 1 else "checkpoint")
+                ),
+                "trial_dir": str(directory),
+                "worker": str(worker),
+            }
+            env = {**target.environment(values), **arming}
+            if target.mode != "runner":  # a Python pipeline's database commits, trapped
+                pipeline_environment(commit_traps.directory, tables, env)
+            if runner_database is not None:
+                env[RUNNER_DATABASE_VAR] = runner_database
+            log = directory / (f"pipeline-{worker}.log" if workers > 1 else "pipeline.log")
+            return ProcessGroup(target.command_line(values), log, env=env, cwd=target.directory)
+
+        def drained(quiet_s: float) -> bool:
+            """Every input event is in the outputs; or the pipeline's group committed the
+            whole input and the outputs have not changed for a while (some are missing: the
+            audit says which; a slow output, a relay that polls, gets that while)."""
+            if not feeder.finished:
                 return False
-            if group_committed_to_end(bootstrap, target.input_topic):
+            if quiet_s >= COMMITTED_QUIET_S and group_committed_to_end(
+                cluster.bootstrap, target.input_topic
+            ):
                 return True
             try:
-                sinks = read_sinks(self.id_outputs, target.mapping, bootstrap, database_url)
+                sinks = read_sinks(self.id_outputs, target.mapping, cluster.bootstrap,
+                                   database_url)  # fmt: skip
             except WrongMapping:
                 raise
             except ProveError:
@@ -170,36 +237,39 @@ class Trials:
                     return False
             return True
 
-        lives: list[LifeResult] = []
+        actions.victim = victim_finder(cluster, target)
+        # A node's death can wedge a client (librdkafka issues 5456, 5511): as a deployment's
+        # liveness probe would, a worker that stalls is restarted, and the audit decides.
+        supervised = any(fault.action in NODE_ACTIONS for fault in schedule)
+        if database is not None and target.outputs:
+            table = next((o.name for o in target.outputs if o.kind == "table"), None)
+            actions.database = (database.url, table) if table else None
+        run = FaultRun(
+            start, schedule, directory, workers=workers, actions=actions, progress=probe,
+            drained=drained, pace=feeder.allow, input_done=lambda: feeder.finished,
+            batch_hint=target.batch_size,
+            traps=cluster.traps, commit_traps=commit_traps,
+            limits=Limits(stall_s=STALLED_S if supervised else options.stall_s,
+                          start_s=options.stall_s),
+            supervised=supervised,
+            on_life=(lambda life: self.on_life(self.count, life)) if self.on_life else None,
+            on_landing=(lambda landing: self.on_landing(self.count, landing))
+            if self.on_landing else None,
+        )  # fmt: skip
         try:
-            for kill in [*schedule, None]:
-                env = target.environment(kill, bootstrap, database, directory)
-                life = Life(
-                    target.command_line(env),
-                    env,
-                    target.directory,
-                    directory / "pipeline.log",
-                    probe,
-                    drained,
-                    Limits(stall_s=options.stall_s, start_s=options.stall_s),
-                )
-                result = life.run(kill)
-                lives.append(result)
-                if self.on_life is not None:
-                    self.on_life(self.count, result)
-                if kill is not None and not result.landed:
-                    break  # drained before this kill: the rest of the schedule cannot land
+            return run.run()
+        except RunError as error:
+            hint = _hint(cluster, target, database) if run.result.outputs == 0 else ""
+            raise ProveError(f"{error}{hint}") from None
+        except StartError as error:
+            raise ProveError(str(error)) from None
         finally:
             probe.close()
-            if feeder is not None:
-                feeder.stop()
-        report = self._audit(bootstrap, database)
-        return TrialResult(self.count, schedule, lives, report, time.monotonic() - started,
-                           directory)  # fmt: skip
+            feeder.stop()
 
-    def _audit(self, bootstrap: str, database: Path | None) -> AuditReport:
+    def _audit(self, bootstrap: str, database: TrialDatabase | None) -> AuditReport:
         target, extractor = self.target, self.input_extractor
-        database_url = f"sqlite:///{database}" if database is not None else None
+        database_url = database.url if database is not None else None
         try:
             source = read_input(bootstrap, target.input_topic, extractor, 30)
             dead: set[str] = set()
@@ -217,69 +287,25 @@ class Trials:
         return report
 
 
-def _create_topics(
-    bootstrap: str, names: list[str], partitions: int, topics_file: Path | None
-) -> None:
-    from confluent_kafka import KafkaException
-    from confluent_kafka.admin import AdminClient, NewTopic
-
-    if topics_file is not None:
-        from onceflow.topics import migrate
-
-        try:
-            migrate(str(topics_file), bootstrap)
-        except Exception as error:  # SpecError, PlanError, TopicsError: one line each
-            raise ProveError(f"{topics_file}: {error}") from None
-    admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 0})
-    existing = admin.list_topics(timeout=10).topics
-    wanted = [NewTopic(n, partitions, 1) for n in names if n not in existing]
-    for name, future in admin.create_topics(wanted).items() if wanted else ():
-        try:
-            future.result(30)
-        except KafkaException as error:
-            raise ProveError(f"cannot create topic {name!r}: {error}") from None
+def _hint(cluster: TrialCluster, target: Target, database: TrialDatabase | None) -> str:
+    """Why a pipeline that wrote nothing may have written nothing: an output table that is
+    not in its database, or an input topic it never asks for."""
+    hints = []
+    tables = [o.name for o in target.outputs if o.kind == "table"] if database else []
+    for table in tables:
+        assert database is not None
+        if database.columns(table) is None:
+            present = ", ".join(database.tables()) or "none"
+            hints.append(f"table {table!r} is not in its database (it has {present})")
+    asked = cluster.traps.topics() if cluster.traps is not None else set()
+    if asked and target.input_topic not in asked:
+        hints.append(f"it never asked for {target.input_topic!r}, only for "
+                     f"{', '.join(sorted(asked))}: is --input the topic it consumes?")  # fmt: skip
+    return "; " + "; ".join(hints) if hints else ""
 
 
-def _reset(bootstrap: str, names: list[str]) -> None:
-    """Delete the pipeline's topics and the groups with offsets on them: each trial
-    starts from empty topics and no committed offsets."""
-    from confluent_kafka import ConsumerGroupTopicPartitions, KafkaException
-    from confluent_kafka.admin import AdminClient
-
-    admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 0})
-    try:
-        existing = admin.list_topics(timeout=10).topics
-        doomed = [n for n in names if n in existing]
-        if not doomed:
-            return
-        groups = []
-        for listing in admin.list_consumer_groups(request_timeout=10).result().valid:
-            request = [ConsumerGroupTopicPartitions(listing.group_id)]
-            offsets = admin.list_consumer_group_offsets(request, request_timeout=10)
-            committed = offsets[listing.group_id].result().topic_partitions or []
-            if any(tp.topic in doomed for tp in committed):
-                groups.append(listing.group_id)
-        for future in admin.delete_consumer_groups(groups).values() if groups else ():
-            future.result(30)
-        for future in admin.delete_topics(doomed).values():
-            future.result(30)
-    except KafkaException as error:
-        raise ProveError(f"cannot reset the pipeline's topics and groups: {error}") from None
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        if not set(doomed) & set(admin.list_topics(timeout=10).topics):
-            return
-        time.sleep(0.2)
-    raise ProveError(f"topics {doomed} were not deleted within 30 s")
-
-
-def _apply_schema(database: Path, schema: Path) -> None:
-    try:
-        script = schema.read_text()
-    except OSError as error:
-        raise ProveError(f"cannot read the schema {schema}: {error.strerror}") from None
-    try:
-        with closing(sqlite3.connect(database)) as db:
-            db.executescript(script)
-    except sqlite3.Error as error:
-        raise ProveError(f"{schema}: {error}") from None
+def _runner_server(target: Target) -> str | None:
+    """The PostgreSQL server a runner.toml's database_url names."""
+    config = target.runner_config
+    url = config.database_url if config is not None else None
+    return url if url is not None and not url.startswith("sqlite:") else None

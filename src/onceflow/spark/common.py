@@ -2,13 +2,36 @@
 
 from __future__ import annotations
 
+import os
 import re
 import uuid
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
 SINK_ID = re.compile(r"[A-Za-z0-9._-]{1,200}")
+
+# PySpark's worker leaves the traceback out of the error it sends to Spark when this is set.
+_HIDE_TRACEBACK = "SPARK_HIDE_TRACEBACK"
+
+
+@contextmanager
+def one_line_errors(*kinds: type[BaseException]) -> Iterator[None]:
+    """Make an error of one of ``kinds`` reach the user as its one-line message, without
+    the Python traceback PySpark normally sends along.
+
+    For the Python worker that runs the block (creating a data source at ``load()``, a
+    driver call of a query, a task): the variable is set only while such an error leaves
+    the block, and cleared again the next time a block starts in that (reused) worker, so
+    other errors keep their tracebacks.
+    """
+    os.environ.pop(_HIDE_TRACEBACK, None)
+    try:
+        yield
+    except kinds:
+        os.environ[_HIDE_TRACEBACK] = "1"
+        raise
 
 
 def lower_case_options(options: Mapping[Any, Any]) -> dict[str, str]:

@@ -5,10 +5,19 @@ until the disk is full. Nothing in the sink or the source can see the other (eac
 its own Python worker), so a StreamingQueryListener in the user's process looks at the
 query's plan once, at its first progress, through Spark's JVM objects. Any change in
 those internals makes the check skip silently; it never affects the query.
+
+The listener is removed again when the interpreter exits. Spark calls a Python listener
+through py4j's callback server, which is gone once the Python process has ended; a script
+that ends without ``spark.stop()`` leaves the JVM to stop the session in its shutdown
+hook, and its listener bus would then deliver the queries' last events (progress,
+termination) to the departed listener: an ``ERROR StreamingQueryListenerBus: Listener
+PythonStreamingQueryListenerWrapper threw an exception`` with some 60 lines of Java
+traces after a job that succeeded.
 """
 
 from __future__ import annotations
 
+import atexit
 import logging
 import warnings
 from typing import Any
@@ -100,3 +109,22 @@ def watch_for_feedback_loops(spark: Any) -> None:
     listener = FeedbackLoopListener(spark)
     spark.streams.addListener(listener)
     spark._onceflow_feedback_listener = listener
+    atexit.register(_remove_at_exit, spark, listener)
+
+
+# How long the exit waits for Spark's listener bus to deliver the events already posted
+# (to every listener, the user's Python listeners included) while Python still answers.
+_DRAIN_AT_EXIT_MS = 10_000
+
+
+def _remove_at_exit(spark: Any, listener: FeedbackLoopListener) -> None:
+    """Remove the listener while Python can still answer the JVM (see the module's doc)."""
+    context = spark.sparkContext
+    if getattr(context, "_jsc", None) is None:
+        return  # spark.stop() ran: the listener bus stopped with the session
+    try:
+        spark.streams.removeListener(listener)
+        # An event the bus took up before the removal is delivered now, not after exit.
+        context._jsc.sc().listenerBus().waitUntilEmpty(_DRAIN_AT_EXIT_MS)
+    except Exception as error:  # the JVM is already going away: nothing left to protect
+        log.debug("removing the feedback-loop listener at exit: %s", error)

@@ -12,24 +12,68 @@ from onceflow.topics.plan import (
     COMMANDS,
     AddPartitions,
     AlterConfigs,
+    ClusterState,
     CreateTopic,
     DeleteTopic,
     Plan,
     diff,
 )
-from onceflow.topics.spec import load
+from onceflow.topics.spec import Spec, SpecError, load
 
 log = logging.getLogger("onceflow.topics")
 
 DESTRUCTIVE = ("delete", "reset")
+# The CLI's --env reads it when the option is not given (the Python API does not).
+ENV_VARIABLE = "ONCEFLOW_ENV"
 
 
 class PlanError(TopicsError):
-    """The plan contains changes that cannot be made; nothing was applied."""
+    """The plan contains changes that cannot be made; nothing was applied.
+
+    Its message is one line: the file (and environment), every error of the plan, and
+    the plan's hint when it has one (an environment of the file that would match).
+    """
 
     def __init__(self, plan: Plan) -> None:
-        super().__init__("\n".join(plan.errors))
+        where = plan.source + (f" (env {plan.env})" if plan.env else "")
+        errors = "; ".join(error.rstrip(".") for error in plan.errors)
+        hint = f". {plan.hint}" if plan.hint else ""
+        super().__init__(f"{where}: refused, nothing was changed: {errors}{hint}")
         self.plan = plan
+
+
+def _matching_environments(
+    spec: Any, loaded: Spec, state: ClusterState, command: str, strict: bool
+) -> list[str]:
+    """The file's environments under which ``command`` would plan no errors on ``state``
+    (for a plan without an environment that has errors)."""
+    found = []
+    for name in loaded.environments:
+        try:
+            candidate = load(spec, name)
+        except (SpecError, ValueError):
+            continue
+        if not diff(candidate, state, command, strict).errors:
+            found.append(name)
+    return found
+
+
+def _environment_hint(
+    plan: Plan, spec: Any, loaded: Spec, state: ClusterState, strict: bool
+) -> None:
+    """A plan with errors and no environment: name the file's environments that match."""
+    if not plan.errors or loaded.env is not None or not loaded.environments:
+        return
+    matching = _matching_environments(spec, loaded, state, plan.command, strict)
+    if matching:
+        name = matching[0]
+        plan.hint = (
+            f"the file's environment {name!r} matches the cluster: choose it "
+            f"(--env {name}, {ENV_VARIABLE}={name}, env={name!r})"
+        )
+    else:
+        declared = ", ".join(repr(name) for name in loaded.environments)
+        plan.hint = f"no environment was chosen (the file declares {declared})"
 
 
 class ConfirmationRequired(TopicsError):
@@ -82,7 +126,8 @@ def run(
     but ``plan`` holds the cluster lock while it plans and applies; ``request_timeout``
     bounds each call to the cluster (an unreachable cluster is a TopicsError); a plan with errors
     (shrinking partitions, changing the replication factor, undeclared topics under
-    ``strict``) raises PlanError and changes nothing.
+    ``strict``) raises PlanError (one line, naming a matching environment of the file
+    when there is one) and changes nothing.
     """
     if command not in COMMANDS:
         raise ValueError(f"unknown command {command!r}; one of {', '.join(COMMANDS)}")
@@ -91,7 +136,9 @@ def run(
         raise ConfirmationRequired(f"{command} deletes topics and their data; confirm with --yes")
     cluster = Cluster(bootstrap, client_config, timeout=request_timeout)
     if command == "plan":
-        plan = diff(loaded, cluster.state(loaded), command, strict, bootstrap)
+        state = cluster.state(loaded)
+        plan = diff(loaded, state, command, strict, bootstrap)
+        _environment_hint(plan, spec, loaded, state, strict)
         if on_plan is not None:
             on_plan(plan)
         return plan
@@ -104,7 +151,9 @@ def run(
         request_timeout=request_timeout,
     )
     with lock:
-        plan = diff(loaded, cluster.state(loaded), command, strict, bootstrap)
+        state = cluster.state(loaded)
+        plan = diff(loaded, state, command, strict, bootstrap)
+        _environment_hint(plan, spec, loaded, state, strict)
         if on_plan is not None:
             on_plan(plan)
         if on_plan is None:  # the caller does not show the plan: at least log warnings

@@ -28,10 +28,11 @@ from typing import Any
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from onceflow.admin.groups import TOPICS_LOCK_GROUP
 from onceflow.topics.cluster import TopicsError, _error_text
 
 LOCK_TOPIC = "__onceflow_topics_lock"
-LOCK_GROUP = "onceflow-topics-lock"
+LOCK_GROUP = TOPICS_LOCK_GROUP
 HOLDER_KEY = b"holder"
 
 

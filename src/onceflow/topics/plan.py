@@ -93,6 +93,7 @@ class Plan:
     notes: list[str] = field(default_factory=list)
     undeclared: list[str] = field(default_factory=list)
     unchanged: list[str] = field(default_factory=list)
+    hint: str | None = None  # with errors: what would avoid them (an environment to choose)
     applied: bool = False
 
     @property
@@ -300,4 +301,6 @@ def render(plan: Plan, console: Console | None = None) -> None:
         console.print(f"  [bold yellow]! warning:[/bold yellow] {escape(warning)}")
     for error in plan.errors:
         console.print(f"  [bold red]x error:[/bold red] {escape(error)}")
+    if plan.hint:
+        console.print(f"  [bold]hint:[/bold] {escape(plan.hint)}")
     console.print(plan.summary())

@@ -92,10 +92,11 @@ def audit(
     from a sink that lacks them; they are counted as dead-lettered instead.
     """
     first: dict[str, InputEvent] = {}
-    input_records = 0
+    input_copies: Counter[str] = Counter()
     for event in inputs:
-        input_records += 1
+        input_copies[event.id] += 1
         first.setdefault(event.id, event)
+    input_records = input_copies.total()
     aborted_inputs = set(aborted_input_ids) - first.keys()
     dead_lettered = set(dead_lettered_ids) & first.keys()
     anomalies: list[Anomaly] = [
@@ -117,7 +118,7 @@ def audit(
         )
     summaries = []
     for sink in sinks:
-        found = _audit_sink(sink, first, aborted_inputs, dead_lettered)
+        found = _audit_sink(sink, first, aborted_inputs, dead_lettered, input_copies)
         anomalies.extend(found)
         events = {record.id for record in sink.records}
         summaries.append(
@@ -148,6 +149,7 @@ def _audit_sink(
     inputs: dict[str, InputEvent],
     aborted_inputs: set[str],
     dead_lettered: set[str] = frozenset(),  # type: ignore[assignment]
+    input_copies: Mapping[str, int] | None = None,
 ) -> list[Anomaly]:
     name = sink.name
     anomalies = [
@@ -202,6 +204,13 @@ def _audit_sink(
                 )
             )
         elif len(copies) > 1:
+            detail = {
+                "copies": len(copies),
+                "positions": [[c.partition, c.position] for c in copies],
+            }
+            repeated = (input_copies or {}).get(event_id, 1)
+            if repeated > 1:  # the input itself holds the id more than once
+                detail["input_copies"] = repeated
             anomalies.append(
                 Anomaly(
                     DUPLICATED,
@@ -210,10 +219,7 @@ def _audit_sink(
                     event.key,
                     copies[1].partition,
                     copies[1].position,
-                    {
-                        "copies": len(copies),
-                        "positions": [[c.partition, c.position] for c in copies],
-                    },
+                    detail,
                 )
             )
     if sink.check_order:

@@ -72,6 +72,14 @@ def _walk(document: Any, path: tuple[str, ...], spec: str) -> Any:
     return document
 
 
+def _row_spec(spec: str) -> tuple[str, list[str]]:
+    """(column, path into its JSON) of a field spec applied to a row."""
+    for prefix in ("key:", "value:"):  # a message spec reused for rows: the column
+        spec = spec.removeprefix(prefix)
+    column, *path = spec.split(".")
+    return column, path
+
+
 class Extractor:
     """Extract (id, key) pairs; ``key_spec`` None means events have no key."""
 
@@ -111,10 +119,19 @@ class Extractor:
             return False
         return text not in ("", "false", "0", "null")
 
+    @property
+    def id_column(self) -> str:
+        """The column of a row that holds the id."""
+        return _row_spec(self.id_spec)[0]
+
+    @property
+    def key_column(self) -> str | None:
+        """The column of a row that holds the key (None: events have no key)."""
+        return None if self.key_spec is None else _row_spec(self.key_spec)[0]
+
     def _row_field(self, spec: str, row: Mapping[str, Any]) -> str:
-        for prefix in ("key:", "value:"):  # a message spec reused for rows: the column
-            spec = spec.removeprefix(prefix)
-        column, *path = spec.split(".")
+        column, path = _row_spec(spec)
+        spec = ".".join((column, *path))
         if column not in row:
             raise ExtractError(f"column {column!r} not in result ({', '.join(row)})")
         value = row[column]

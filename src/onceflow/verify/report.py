@@ -78,6 +78,26 @@ class AuditReport:
     def of_kind(self, kind: str, sink: str | None = None) -> list[Anomaly]:
         return [a for a in self.anomalies if a.kind == kind and (sink is None or a.sink == sink)]
 
+    def repeated_input_lines(self) -> list[str]:
+        """What input records that repeat an id mean for the outputs, in words."""
+        if not self.input.duplicate_records:
+            return []
+        lines = [
+            f"{self.input.duplicate_records} input records repeat an id "
+            f"({self.input.records} records, {self.input.events} distinct ids): verify "
+            "expects each id once in every output, so an output with one row per input "
+            "record shows these ids as duplicated"
+        ]
+        for sink in self.sinks:
+            duplicated = self.of_kind(DUPLICATED, sink.name)
+            repeated = sum(1 for anomaly in duplicated if "input_copies" in anomaly.detail)
+            if repeated:
+                lines.append(
+                    f"{sink.name}: {repeated} of its {len(duplicated)} duplicated events "
+                    "repeat an id in the input"
+                )
+        return lines
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "version": REPORT_VERSION,
@@ -150,6 +170,8 @@ class AuditReport:
                 "[bold red]FAIL[/]",
             )
         console.print(summary)
+        for line in self.repeated_input_lines():
+            console.print(line, markup=False)
         if not self.anomalies:
             console.print("[green]no anomalies[/]")
             return

@@ -68,7 +68,14 @@ def run_verify(
     sinks = []
     if database_url is not None:
         sinks.append(
-            read_table(database_url, out_extractor, table=table, query=query, order_by=order_by)
+            read_table(
+                database_url,
+                out_extractor,
+                table=table,
+                query=query,
+                order_by=order_by,
+                check_columns=True,
+            )
         )
     if output_topic is not None:
         sinks.append(

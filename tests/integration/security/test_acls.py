@@ -27,7 +27,6 @@ from confluent_kafka.admin import (
     AclOperation,
     AclPermissionType,
     AdminClient,
-    NewTopic,
     ResourcePatternType,
     ResourceType,
 )
@@ -47,6 +46,7 @@ from tests.integration.security.secured import (
     create_acls,
     start_authorizing_broker,
 )
+from tests.kit.clients import create_topic
 
 TIMEOUT = 15
 CAROL = ("carol", PLAIN_USERS["carol"])
@@ -77,9 +77,20 @@ def unique(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4().hex[:8]}"
 
 
-def create_topic(admin: AdminClient, name: str, partitions: int = 1) -> None:
-    for future in admin.create_topics([NewTopic(name, partitions, 1)]).values():
-        future.result(TIMEOUT)
+def acl_filter(
+    resource: ResourceType,
+    name: str | None,
+    pattern: ResourcePatternType,
+    principal: str | None = None,
+    permission: AclPermissionType = AclPermissionType.ANY,
+) -> AclBindingFilter:
+    """A filter for the ACLs on ``name`` of any host and operation."""
+    return AclBindingFilter(resource, name, pattern, principal, None, AclOperation.ANY, permission)
+
+
+def create_admin_topic(broker: BrokerProcess, name: str) -> None:
+    """A topic created by the admin user (the kit's create_topic, with its credentials)."""
+    create_topic(broker.bootstrap_for("SASL_PLAINTEXT"), name, client=as_user(broker, ADMIN))
 
 
 def produce_one(config: dict, topic: str) -> KafkaError | None:
@@ -143,50 +154,20 @@ def test_create_describe_delete_acls(admin):
     ]
     create_acls(admin, bindings)
 
-    literal = AclBindingFilter(
-        ResourceType.TOPIC,
-        topic,
-        ResourcePatternType.LITERAL,
-        None,
-        None,
-        AclOperation.ANY,
-        AclPermissionType.ANY,
-    )
+    literal = acl_filter(ResourceType.TOPIC, topic, ResourcePatternType.LITERAL)
     assert sorted(map(str, admin.describe_acls(literal).result(TIMEOUT))) == sorted(
         map(str, bindings[:2])
     )
-    match = AclBindingFilter(
-        ResourceType.TOPIC,
-        topic,
-        ResourcePatternType.MATCH,
-        None,
-        None,
-        AclOperation.ANY,
-        AclPermissionType.ANY,
-    )
+    match = acl_filter(ResourceType.TOPIC, topic, ResourcePatternType.MATCH)
     assert sorted(map(str, admin.describe_acls(match).result(TIMEOUT))) == sorted(
         map(str, bindings[:3])
     )
-    by_principal = AclBindingFilter(
-        ResourceType.ANY,
-        None,
-        ResourcePatternType.ANY,
-        BOB_PRINCIPAL,
-        None,
-        AclOperation.ANY,
-        AclPermissionType.ANY,
-    )
+    by_principal = acl_filter(ResourceType.ANY, None, ResourcePatternType.ANY, BOB_PRINCIPAL)
     bob_acls = admin.describe_acls(by_principal).result(TIMEOUT)
     assert {str(b) for b in bindings[2:]} <= {str(b) for b in bob_acls}
 
-    deny_filter = AclBindingFilter(
-        ResourceType.GROUP,
-        topic,
-        ResourcePatternType.ANY,
-        None,
-        None,
-        AclOperation.ANY,
-        AclPermissionType.DENY,
+    deny_filter = acl_filter(
+        ResourceType.GROUP, topic, ResourcePatternType.ANY, permission=AclPermissionType.DENY
     )
     deleted = admin.delete_acls([literal, deny_filter])
     results = [future.result(TIMEOUT) for future in deleted.values()]
@@ -233,7 +214,7 @@ def test_acl_apis_need_cluster_alter_and_describe(broker):
 
 def test_produce_needs_write_and_nothing_is_appended_without_it(broker, admin):
     topic = unique("acl-write")
-    create_topic(admin, topic)
+    create_admin_topic(broker, topic)
     create_acls(admin, [allow(ALICE_PRINCIPAL, ResourceType.TOPIC, topic, AclOperation.READ)])
     error = produce_one(as_user(broker, ALICE, **{"enable.idempotence": False}), topic)
     assert error is not None and error.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
@@ -248,7 +229,7 @@ def test_idempotent_producer_needs_write_on_some_topic(broker, admin):
     """InitProducerId without a transactional id: IDEMPOTENT_WRITE on the cluster or WRITE
     on some topic; carol (PLAIN) has no ACL at all."""
     topic = unique("acl-idempotent")
-    create_topic(admin, topic)
+    create_admin_topic(broker, topic)
     create_acls(admin, [allow("User:carol", ResourceType.TOPIC, topic, AclOperation.DESCRIBE)])
     carol = client_config(broker, "SASL_PLAINTEXT", mechanism="PLAIN", user=CAROL)
     error = produce_one({**carol, "enable.idempotence": True}, topic)
@@ -259,7 +240,7 @@ def test_idempotent_producer_needs_write_on_some_topic(broker, admin):
 def test_consume_needs_read_and_commit_needs_group_read(broker, admin):
     topic = unique("acl-read")
     group = unique("acl-group")
-    create_topic(admin, topic)
+    create_admin_topic(broker, topic)
     assert produce_one(as_user(broker, ADMIN), topic) is None
     # DESCRIBE lets alice see the topic and find the group's coordinator, not fetch or
     # commit (both need READ).
@@ -295,7 +276,7 @@ def test_consume_needs_read_and_commit_needs_group_read(broker, admin):
 
 def test_subscribe_without_group_read_fails(broker, admin):
     topic = unique("acl-subscribe")
-    create_topic(admin, topic)
+    create_admin_topic(broker, topic)
     create_acls(admin, [allow(ALICE_PRINCIPAL, ResourceType.TOPIC, topic, AclOperation.READ)])
     consumer = Consumer(as_user(broker, ALICE, **{"group.id": unique("nogroup")}))
     consumer.subscribe([topic])
@@ -315,7 +296,7 @@ def test_transactions_need_write_on_the_transactional_id(broker, admin):
     topic = unique("acl-txn")
     txn_id = unique("txn")
     group = unique("txn-group")
-    create_topic(admin, topic)
+    create_admin_topic(broker, topic)
     create_acls(
         admin,
         [
@@ -351,8 +332,8 @@ def test_transactions_need_write_on_the_transactional_id(broker, admin):
 
 def test_metadata_lists_only_describable_topics(broker, admin):
     visible, hidden = unique("acl-visible"), unique("acl-hidden")
-    create_topic(admin, visible)
-    create_topic(admin, hidden)
+    create_admin_topic(broker, visible)
+    create_admin_topic(broker, hidden)
     create_acls(admin, [allow(BOB_PRINCIPAL, ResourceType.TOPIC, visible, AclOperation.DESCRIBE)])
     bob = AdminClient(as_user(broker, BOB))
     topics = bob.list_topics(timeout=TIMEOUT).topics
@@ -365,7 +346,7 @@ def test_metadata_lists_only_describable_topics(broker, admin):
 def test_deny_beats_allow_and_prefixed_acls_apply(broker, admin):
     prefix = unique("acl-deny")
     topic = f"{prefix}-orders"
-    create_topic(admin, topic)
+    create_admin_topic(broker, topic)
     create_acls(
         admin,
         [
@@ -393,14 +374,14 @@ def test_deny_beats_allow_and_prefixed_acls_apply(broker, admin):
 
 def test_super_user_needs_no_acl(broker, admin):
     topic = unique("acl-super")
-    create_topic(admin, topic)
+    create_admin_topic(broker, topic)
     assert produce_one(as_user(broker, ADMIN, **{"enable.idempotence": True}), topic) is None
     assert consume_error(as_user(broker, ADMIN, **{"group.id": unique("g")}), topic) is None
 
 
 def test_mtls_principal_is_the_certificate_subject(broker, admin, tls_files: TlsFiles):
     topic = unique("acl-mtls")
-    create_topic(admin, topic)
+    create_admin_topic(broker, topic)
     config = client_config(broker, "SSL", tls_files, client_certificate=True)
     error = produce_one({**config, "enable.idempotence": False}, topic)
     assert error is not None and error.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
@@ -419,13 +400,5 @@ def test_acls_survive_a_restart(broker, admin):
     create_acls(admin, [binding])
     broker.restart(kill=True)
     fresh = AdminClient(as_user(broker, ADMIN))
-    literal = AclBindingFilter(
-        ResourceType.TOPIC,
-        topic,
-        ResourcePatternType.LITERAL,
-        None,
-        None,
-        AclOperation.ANY,
-        AclPermissionType.ANY,
-    )
+    literal = acl_filter(ResourceType.TOPIC, topic, ResourcePatternType.LITERAL)
     assert list(map(str, fresh.describe_acls(literal).result(TIMEOUT))) == [str(binding)]

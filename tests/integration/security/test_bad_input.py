@@ -23,7 +23,6 @@ from kio.schema.list_offsets.v7.request import (
     ListOffsetsRequest,
     ListOffsetsTopic,
 )
-from kio.schema.metadata.v12.request import MetadataRequest
 from kio.schema.types import BrokerId
 from kio.static.primitive import i8, i32, i64
 
@@ -34,6 +33,7 @@ from onceflow.protocol.errors import ErrorCode
 from onceflow.security.plain import plain_message
 from onceflow.security.scram import ScramClientExchange
 from tests.integration.security.secured import ALICE, TlsFiles, client_config, start_secured_broker
+from tests.kit.wire import metadata
 
 TIMEOUT = 15
 FAILED = (
@@ -110,15 +110,6 @@ def healthy(broker: BrokerProcess, topic: str) -> int:
             ),
         )
     return response.topics[0].partitions[0].offset
-
-
-def metadata(client: WireClient):
-    return client.request(
-        MetadataRequest,
-        topics=None,
-        allow_auto_topic_creation=False,
-        include_topic_authorized_operations=False,
-    )
 
 
 @pytest.mark.parametrize(

@@ -16,7 +16,6 @@ from pathlib import Path
 import pytest
 import trustme
 from click.testing import CliRunner
-from confluent_kafka.admin import AdminClient, NewTopic
 
 from onceflow.broker.process import BrokerProcess
 from onceflow.cli import main
@@ -27,6 +26,7 @@ from tests.integration.security.secured import (
     client_config,
     start_authorizing_broker,
 )
+from tests.kit.clients import new_topic
 
 
 @pytest.fixture(scope="module")
@@ -58,18 +58,17 @@ def invoke(who: str, configs: dict[str, str], *args: str):
     return CliRunner().invoke(main, [*args, "--command-config", configs[who]])
 
 
-def make_topic(broker: BrokerProcess) -> str:
-    name = unique_name("secret")
-    admin = AdminClient(client_config(broker, "SASL_PLAINTEXT", None, "SCRAM-SHA-512", ADMIN))
-    admin.create_topics([NewTopic(name, 1, 1)])[name].result(15)
-    return name
+def secret_topic(broker: BrokerProcess) -> str:
+    """A topic of its own, created by the admin user."""
+    admin = client_config(broker, "SASL_PLAINTEXT", None, "SCRAM-SHA-512", ADMIN)
+    return new_topic(broker.bootstrap_for("SASL_PLAINTEXT"), "secret", client=admin)
 
 
 # ----------------------------------------------------------------- not authorized
 
 
 def test_a_topic_the_principal_may_not_describe_is_not_authorized_not_missing(broker, configs):
-    topic = make_topic(broker)
+    topic = secret_topic(broker)
     for command in (
         ["topics", "describe", topic],
         ["transactions", "producers", topic],
@@ -107,7 +106,7 @@ def test_the_principal_of_a_client_certificate_is_named(broker, tls_files, tmp_p
 
 
 def test_verify_of_a_topic_the_principal_may_not_read_is_exit_3(broker, configs):
-    topic = make_topic(broker)
+    topic = secret_topic(broker)
     result = invoke(
         "alice", configs, "verify", "--input", topic, "--output-topic", topic, "--id-field", "id"
     )
@@ -119,7 +118,7 @@ def test_verify_of_a_topic_the_principal_may_not_read_is_exit_3(broker, configs)
 
 
 def test_anonymous_on_a_plaintext_listener_is_told_it_sees_nothing(broker, configs):
-    make_topic(broker)  # there is something to see, for a principal allowed to
+    secret_topic(broker)  # there is something to see, for a principal allowed to
     for command, what in (
         (["topics", "list"], "list topics"),
         (["groups", "list"], "list groups"),
@@ -177,7 +176,7 @@ def test_a_plaintext_client_is_told_what_the_listener_expects(broker, listener, 
 
 
 def test_acls_create_list_delete_and_they_take_effect(broker, configs):
-    topic = make_topic(broker)
+    topic = secret_topic(broker)
     group = unique_name("g")
     assert invoke("alice", configs, "topics", "describe", topic).exit_code == 3
     created = invoke(

@@ -89,20 +89,26 @@ def test_confluent_kafka(secured_broker, tls_files, topic, case):
 # -- kafka-python ------------------------------------------------------------------------
 
 
-def kafka_python_settings(config: dict[str, str]) -> dict:
+def python_client_settings(config: dict[str, str]) -> dict:
+    """librdkafka ``config`` as kafka-python and aiokafka both name it, but for TLS."""
     settings = {
         "bootstrap_servers": config["bootstrap.servers"],
         "security_protocol": config["security.protocol"],
     }
+    if "sasl.mechanism" in config:
+        settings["sasl_mechanism"] = config["sasl.mechanism"]
+        settings["sasl_plain_username"] = config["sasl.username"]
+        settings["sasl_plain_password"] = config["sasl.password"]
+    return settings
+
+
+def kafka_python_settings(config: dict[str, str]) -> dict:
+    settings = python_client_settings(config)
     if "ssl.ca.location" in config:
         settings["ssl_cafile"] = config["ssl.ca.location"]
     if "ssl.certificate.location" in config:
         settings["ssl_certfile"] = config["ssl.certificate.location"]
         settings["ssl_keyfile"] = config["ssl.key.location"]
-    if "sasl.mechanism" in config:
-        settings["sasl_mechanism"] = config["sasl.mechanism"]
-        settings["sasl_plain_username"] = config["sasl.username"]
-        settings["sasl_plain_password"] = config["sasl.password"]
     return settings
 
 
@@ -132,20 +138,13 @@ def test_kafka_python(secured_broker, tls_files, topic, case):
 
 
 def aiokafka_settings(config: dict[str, str]) -> dict:
-    settings = {
-        "bootstrap_servers": config["bootstrap.servers"],
-        "security_protocol": config["security.protocol"],
-    }
+    settings = python_client_settings(config)
     if "ssl.ca.location" in config:
         settings["ssl_context"] = create_ssl_context(
             cafile=config["ssl.ca.location"],
             certfile=config.get("ssl.certificate.location"),
             keyfile=config.get("ssl.key.location"),
         )
-    if "sasl.mechanism" in config:
-        settings["sasl_mechanism"] = config["sasl.mechanism"]
-        settings["sasl_plain_username"] = config["sasl.username"]
-        settings["sasl_plain_password"] = config["sasl.password"]
     return settings
 
 

@@ -4,12 +4,12 @@ settings, with several bootstrap hosts."""
 from __future__ import annotations
 
 import pytest
-from kio.schema.metadata.v12.request import MetadataRequest
 
 from onceflow.kafka_cluster.ports import free_port
 from onceflow.protocol.client import AuthenticationError, WireClient, parse_bootstrap
 from onceflow.protocol.errors import ErrorCode
 from tests.integration.security.secured import ALICE, BOB, PLAIN_USERS, client_config
+from tests.kit.wire import metadata
 
 CAROL = ("carol", PLAIN_USERS["carol"])
 CASES = [
@@ -20,15 +20,6 @@ CASES = [
     ("SASL_PLAINTEXT", "SCRAM-SHA-256", ALICE, False),
     ("SASL_SSL", "SCRAM-SHA-512", BOB, False),
 ]
-
-
-def metadata(client: WireClient):
-    return client.request(
-        MetadataRequest,
-        topics=None,
-        allow_auto_topic_creation=False,
-        include_topic_authorized_operations=False,
-    )
 
 
 @pytest.mark.parametrize("case", CASES, ids=lambda c: f"{c[0]}-{c[1] or 'none'}")

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any
+from collections import Counter
+from collections.abc import Callable, Hashable, Iterable, Iterator
+from typing import Any, TypeVar
 
 from onceflow.broker.config_description import describe_topic_configs
 from onceflow.broker.context import RequestContext
@@ -11,11 +13,23 @@ from onceflow.broker.security import rules
 from onceflow.protocol.codec import NO_THROTTLE, build, element, field_names
 from onceflow.protocol.errors import ErrorCode, ErrorOutcome, KafkaError
 
+T = TypeVar("T")
 
-def _repeated(names: list[str | None]) -> set[str | None]:
-    """Names a request lists more than once: Kafka answers each once, INVALID_REQUEST."""
-    seen: set[str | None] = set()
-    return {name for name in names if name in seen or seen.add(name)}
+
+def _each_once(items: Iterable[T], key: Callable[[T], Hashable]) -> Iterator[tuple[T, bool]]:
+    """The first item of each key, and whether the request lists that key more than once:
+    Kafka answers each key once, INVALID_REQUEST when it is repeated."""
+    listed = list(items)
+    counts = Counter(key(item) for item in listed)
+    answered: set[Hashable] = set()
+    for item in listed:
+        if (name := key(item)) not in answered:
+            answered.add(name)
+            yield item, counts[name] > 1
+
+
+def _name(topic: Any) -> str | None:
+    return topic.name
 
 
 def _duplicate_error(name: Any) -> KafkaError:
@@ -37,16 +51,11 @@ async def create_topics(ctx: RequestContext, request: Any) -> Any:
     cls, result_cls = ctx.response_classes("topics")
     results = []
     denied = rules.create_topic_denials(ctx, [wanted.name for wanted in request.topics])
-    repeated = _repeated([wanted.name for wanted in request.topics])
-    answered: set[str] = set()
-    for wanted in request.topics:
-        if wanted.name in answered:
-            continue
-        answered.add(wanted.name)
+    for wanted, repeated in _each_once(request.topics, _name):
         partitions, replication = wanted.num_partitions, wanted.replication_factor
         topic = None
         with ErrorOutcome() as outcome:
-            if wanted.name in repeated:
+            if repeated:
                 raise _duplicate_error(wanted.name)
             rules.check(denied, wanted.name)
             if wanted.assignments:
@@ -109,24 +118,23 @@ async def create_topics(ctx: RequestContext, request: Any) -> Any:
     return build(cls, throttle_time=NO_THROTTLE, topics=tuple(results))
 
 
+def _delete_key(item: Any) -> Any:
+    """A topic to delete: a name (v0-5), or a name or else a topic id (v6)."""
+    return item if isinstance(item, str) else (item.name or item.topic_id)
+
+
 @handles(20, 0, 6)
 async def delete_topics(ctx: RequestContext, request: Any) -> Any:
     logs = ctx.broker.logs
     cls, result_cls = ctx.response_classes("responses")
     results = []
     wanted = request.topics if hasattr(request, "topics") else request.topic_names
-    keys = [item if isinstance(item, str) else (item.name or item.topic_id) for item in wanted]
-    repeated = _repeated(keys)
-    answered: set[Any] = set()
-    for key, item in zip(keys, wanted, strict=True):
-        if key in answered:
-            continue
-        answered.add(key)
+    for item, repeated in _each_once(wanted, _delete_key):
         name = item if isinstance(item, str) else item.name
         topic_id = None if isinstance(item, str) else item.topic_id
         with ErrorOutcome() as outcome:
-            if key in repeated:
-                raise _duplicate_error(key)
+            if repeated:
+                raise _duplicate_error(_delete_key(item))
             if name is None and topic_id is not None:
                 matches = [t.name for t in logs.topics.values() if t.topic_id == topic_id]
                 if not matches:
@@ -151,14 +159,9 @@ async def create_partitions(ctx: RequestContext, request: Any) -> Any:
     logs = ctx.broker.logs
     cls, result_cls = ctx.response_classes("results")
     results = []
-    repeated = _repeated([wanted.name for wanted in request.topics])
-    answered: set[str] = set()
-    for wanted in request.topics:
-        if wanted.name in answered:
-            continue
-        answered.add(wanted.name)
+    for wanted, repeated in _each_once(request.topics, _name):
         with ErrorOutcome() as outcome:
-            if wanted.name in repeated:
+            if repeated:
                 raise _duplicate_error(wanted.name)
             rules.require(ctx, rules.ALTER, rules.TOPIC, wanted.name)
             topic = logs.get_topic(wanted.name)

@@ -11,6 +11,7 @@ from onceflow.broker.handlers.groups import (
     GROUP_AUTHORIZED_OPERATIONS,
     client_host,
     milliseconds,
+    speaks_for,
 )
 from onceflow.broker.operations import NOT_ASKED
 from onceflow.broker.registry import handles
@@ -65,6 +66,7 @@ async def consumer_group_heartbeat(ctx: RequestContext, request: Any) -> Any:
             heartbeat_interval=datetime.timedelta(0),
             assignment=None,
         )
+    speaks_for(ctx, request.group_id, answer.member_id if answer.member_epoch >= 0 else None)
     assignment = None
     if answer.assignment is not None:
         assignment_cls = element(cls, "assignment")

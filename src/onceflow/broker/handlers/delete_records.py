@@ -23,7 +23,7 @@ async def delete_records(ctx: RequestContext, request: Any) -> Any:
             with ErrorOutcome() as outcome:
                 rules.check(denied, topic.name)
                 partition = ctx.broker.logs.partition(topic.name, wanted.partition_index)
-                low_watermark = partition.delete_records_before(wanted.offset)
+                low_watermark = partition.retention.delete_records_before(wanted.offset)
             partitions.append(
                 build(
                     partition_cls,

@@ -31,12 +31,12 @@ async def fetch(ctx: RequestContext, request: Any) -> Any:
         remaining = deadline - time.monotonic()
         if total_bytes >= request.min_bytes or remaining <= 0 or not partitions:
             return response
-        waiters = [partition.new_data_waiter() for partition in partitions]
+        waiters = [partition.new_data.waiter() for partition in partitions]
         try:
             await asyncio.wait(waiters, timeout=remaining, return_when=asyncio.FIRST_COMPLETED)
         finally:
             for partition, waiter in zip(partitions, waiters, strict=True):
-                partition.discard_waiter(waiter)
+                partition.new_data.discard(waiter)
 
 
 def _read_all(ctx: RequestContext, request: Any) -> tuple[Any, int, list[PartitionLog]]:

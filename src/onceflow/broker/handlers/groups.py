@@ -32,6 +32,15 @@ def client_host(ctx: RequestContext) -> str:
     return "/" + ctx.peer.rsplit(":", 1)[0]
 
 
+def speaks_for(ctx: RequestContext, group_id: str, member_id: str | None) -> None:
+    """Note that ``member_id`` of ``group_id`` uses this connection (for
+    onceflow.group.leave.on.disconnect); an empty or None member id forgets the group."""
+    if member_id:
+        ctx.session.group_members[group_id] = member_id
+    else:
+        ctx.session.group_members.pop(group_id, None)
+
+
 @handles(11, 0, 9)
 async def join_group(ctx: RequestContext, request: Any) -> Any:
     rules.require(ctx, rules.READ, rules.GROUP, request.group_id)
@@ -53,6 +62,7 @@ async def join_group(ctx: RequestContext, request: Any) -> Any:
             reason=getattr(request, "reason", None),
         )
     )
+    speaks_for(ctx, request.group_id, result.member_id)
     member_cls = element(cls, "members")
     protocol_name = result.protocol_name
     if protocol_name is None and ctx.version < 7:
@@ -102,6 +112,8 @@ async def sync_group(ctx: RequestContext, request: Any) -> Any:
             {item.member_id: item.assignment for item in request.assignments},
         )
     )
+    if result.error == ErrorCode.none:
+        speaks_for(ctx, request.group_id, request.member_id)
     return build(
         ctx.response_class,
         throttle_time=NO_THROTTLE,
@@ -121,6 +133,8 @@ async def heartbeat(ctx: RequestContext, request: Any) -> Any:
         getattr(request, "group_instance_id", None),
         request.generation_id,
     )
+    if code in (ErrorCode.none, ErrorCode.rebalance_in_progress):
+        speaks_for(ctx, request.group_id, request.member_id)
     return build(ctx.response_class, throttle_time=NO_THROTTLE, error_code=code)
 
 
@@ -133,6 +147,8 @@ async def leave_group(ctx: RequestContext, request: Any) -> Any:
     else:
         leaving = [(member.member_id, member.group_instance_id) for member in request.members]
     top, results = ctx.broker.groups.classic.leave_group(request.group_id, leaving)
+    if ctx.session.group_members.get(request.group_id) in {m for m, _ in leaving}:
+        speaks_for(ctx, request.group_id, None)
     if ctx.version < 3:
         code = top
         if code == ErrorCode.none and results:

@@ -74,9 +74,9 @@ async def list_offsets(ctx: RequestContext, request: Any) -> Any:
                     leader_epoch = -1
                 else:
                     if wanted.timestamp == MAX_TIMESTAMP:
-                        found = partition.offset_of_max_timestamp()
+                        found = partition.reads.offset_of_max_timestamp()
                     else:
-                        found = partition.offset_for_timestamp(wanted.timestamp)
+                        found = partition.reads.offset_for_timestamp(wanted.timestamp)
                     if found is not None and 0 <= found[0] < visible:
                         offset, timestamp = found
             partitions.append(
@@ -104,7 +104,9 @@ def _legacy_list_offsets(ctx: RequestContext, request: Any) -> Any:
             with ErrorOutcome() as outcome:
                 partition = ctx.broker.logs.partition(topic.name, wanted.partition_index)
                 partition.require_online()
-                offsets = partition.legacy_offsets_before(wanted.timestamp, wanted.max_num_offsets)
+                offsets = partition.reads.legacy_offsets_before(
+                    wanted.timestamp, wanted.max_num_offsets
+                )
                 high_watermark = partition.high_watermark
                 if request.replica_id == CONSUMER_REPLICA_ID and any(
                     offset > high_watermark for offset in offsets

@@ -2,9 +2,10 @@
 
 Kafka's transaction coordinators send it to partition leaders; ``kafka-transactions
 abort`` and ``onceflow transactions abort`` send it to end a hanging transaction. Each
-marker goes through ``PartitionLog.append_marker``, the path onceflow's own coordinator
-uses, so producer state, the aborted-transactions index and the last stable offset move
-exactly as for a coordinator's marker. A partition answers once its marker is durable.
+marker goes through ``MarkerWriter`` (``coordinator/txn_markers.py``), the path onceflow's
+own coordinator uses, so producer state, the aborted-transactions index, the last stable
+offset and pending offset commits move exactly as for a coordinator's marker. A partition
+answers once its marker is durable and settled.
 
 v0 is gone from Kafka 4 (KIP-896); v2 carries KIP-890 part 2's transaction version,
 which this broker does not speak (it does not advertise AddPartitionsToTxn v4+ either).
@@ -19,22 +20,20 @@ from typing import Any
 from onceflow.broker.context import Deferred, RequestContext
 from onceflow.broker.registry import handles
 from onceflow.broker.security import rules
-from onceflow.coordinator.group_log import CONSUMER_OFFSETS_TOPIC
-from onceflow.log.batch import CONTROL_ABORT, CONTROL_COMMIT
+from onceflow.coordinator.txn_markers import Marker
 from onceflow.protocol.codec import NO_THROTTLE, build, element
 from onceflow.protocol.errors import ErrorCode, KafkaError
 
 
 @dataclass(slots=True)
 class MarkerWrite:
-    """One marker on one partition: its error, or the wait for it to be durable."""
+    """One marker on one partition: its error, or the wait for it to be settled."""
 
     producer_id: int
-    committed: bool
     topic: str
     partition: int
     code: ErrorCode = ErrorCode.none
-    durable: asyncio.Future[None] | None = None
+    settled: asyncio.Future[None] | None = None
 
 
 @handles(27, 0, 1)
@@ -45,40 +44,36 @@ async def write_txn_markers(ctx: RequestContext, request: Any) -> Any:
         for topic in marker.topics
         for partition in topic.partition_indexes
     ]
-    return Deferred(_answer_when_durable(ctx, writes))
+    return Deferred(_answer_when_settled(ctx, writes))
 
 
 def _append(ctx: RequestContext, marker: Any, topic: str, partition: int) -> MarkerWrite:
-    write = MarkerWrite(marker.producer_id, marker.transaction_result, topic, partition)
+    write = MarkerWrite(marker.producer_id, topic, partition)
     try:
         rules.require_cluster_action_or_alter(ctx)
-        log = ctx.broker.logs.partition(topic, partition)
-        log.append_marker(
-            marker.producer_id,
-            marker.producer_epoch,
-            CONTROL_COMMIT if marker.transaction_result else CONTROL_ABORT,
-            marker.coordinator_epoch,
+        write.settled = ctx.broker.transactions.markers.append(
+            Marker(
+                marker.producer_id,
+                marker.producer_epoch,
+                marker.transaction_result,
+                marker.coordinator_epoch,
+            ),
+            topic,
+            partition,
         )
-        write.durable = log.wait_durable(log.log_end_offset)
     except KafkaError as error:
         write.code = error.code
     return write
 
 
-async def _answer_when_durable(ctx: RequestContext, writes: list[MarkerWrite]) -> Any:
+async def _answer_when_settled(ctx: RequestContext, writes: list[MarkerWrite]) -> Any:
     for write in writes:
-        if write.durable is None:
+        if write.settled is None:
             continue
         try:
-            await write.durable
+            await write.settled
         except KafkaError as error:
             write.code = error.code
-            continue
-        if write.topic == CONSUMER_OFFSETS_TOPIC:
-            # Only a durable marker settles a transaction's offset commits, as in Kafka.
-            ctx.broker.groups.offsets.complete_transaction(
-                write.producer_id, write.committed, write.partition
-            )
     return _response(ctx.response_class, writes)
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 ANONYMOUS = "User:ANONYMOUS"
@@ -22,3 +22,6 @@ class Session:
     sasl: Any = None  # the SASL exchange under way (broker.security.sasl_server)
     raw_sasl_tokens: bool = False  # after SaslHandshake v0: tokens without Kafka headers
     close_after_response: bool = False
+    # group id -> member id of the group members that spoke on this connection
+    # (onceflow.group.leave.on.disconnect ends their sessions when it closes)
+    group_members: dict[str, str] = field(default_factory=dict)

@@ -15,15 +15,16 @@ task's process, so no ``sqlite3`` connection to the file is open while it writes
 
 from __future__ import annotations
 
+import importlib
 import importlib.util
-import re
 from typing import Any
 
 from onceflow.db import DatabaseUrl
 from onceflow.spark.database_sink.options import DatabaseSinkOptions
 from onceflow.spark.database_sink.tables import SinkTable, check_table_name
+from onceflow.sql_dialect import Dialect
 
-_DRIVERS = {"sqlite": "adbc_driver_sqlite", "postgresql": "adbc_driver_postgresql"}
+_DRIVERS = {Dialect.SQLITE: "adbc_driver_sqlite", Dialect.POSTGRESQL: "adbc_driver_postgresql"}
 
 
 def usable(table: SinkTable, schema: Any) -> bool:
@@ -46,7 +47,7 @@ def for_target(table: SinkTable, data: Any) -> Any:
     exact types (tinyint/smallint are INTEGER columns, float is DOUBLE PRECISION)."""
     import pyarrow as pa
 
-    if table.dialect != "postgresql":
+    if not table.dialect.copies_rows:
         return data
     fields = []
     for field in data.schema:
@@ -65,26 +66,22 @@ class ArrowTransaction:
         self.table = table
         self.dialect = table.dialect
         target = DatabaseUrl.parse(options.url).target
-        if table.dialect == "sqlite":
-            import adbc_driver_sqlite.dbapi as sqlite_dbapi
-
-            self.connection = sqlite_dbapi.connect(target, autocommit=True)
-            self.cursor = self.connection.cursor()
-            self.cursor.execute(f"PRAGMA busy_timeout = {int(options.lock_timeout_ms)}")
-            self.cursor.fetchall()
-            self.cursor.execute("BEGIN IMMEDIATE")
-        else:
-            import adbc_driver_postgresql.dbapi as postgresql_dbapi
-
-            self.connection = postgresql_dbapi.connect(target)  # in a transaction from here
-            self.cursor = self.connection.cursor()
-            self.cursor.execute(f"SET lock_timeout = {int(options.lock_timeout_ms)}")
+        dbapi = importlib.import_module(f"{_DRIVERS[self.dialect]}.dbapi")
+        # ADBC's SQLite driver would begin a deferred transaction: it runs in autocommit
+        # and the transaction is begun here, with BEGIN IMMEDIATE (the write lock at once).
+        # ADBC's PostgreSQL driver is in a transaction from the connect on.
+        self._begins_here = self.dialect is Dialect.SQLITE
+        self.connection = dbapi.connect(target, autocommit=self._begins_here)
+        self.cursor = self.connection.cursor()
+        for setting in self.dialect.session_settings(options.lock_timeout_ms):
+            self.cursor.execute(setting)
+            if self.cursor.description is not None:  # SQLite's PRAGMA answers with a row
+                self.cursor.fetchall()
+        if self._begins_here:
+            self.cursor.execute(self.dialect.begin)
 
     def execute(self, sql: str, params: tuple = ()) -> Any:
-        if self.table.dialect == "postgresql":
-            numbers = iter(range(1, len(params) + 1))
-            sql = re.sub(r"\?", lambda _: f"${next(numbers)}", sql)
-        self.cursor.execute(sql, params)
+        self.cursor.execute(self.dialect.numbered_placeholders(sql), params)
         return self.cursor
 
     def fetchall(self, sql: str, params: tuple = ()) -> list[tuple]:
@@ -96,7 +93,7 @@ class ArrowTransaction:
         self.cursor.adbc_ingest(name, for_target(self.table, data), mode="append", **kwargs)
 
     def commit(self) -> None:
-        if self.table.dialect == "sqlite":
+        if self._begins_here:
             self.cursor.execute("COMMIT")
         else:
             self.connection.commit()
@@ -104,7 +101,7 @@ class ArrowTransaction:
     def close(self) -> None:
         """Close; a transaction still open is rolled back."""
         try:
-            if self.table.dialect == "sqlite":
+            if self._begins_here:
                 self.cursor.execute("ROLLBACK")
         except Exception:  # no transaction open (committed) or the connection is gone
             pass

@@ -141,7 +141,7 @@ def _cleanup(
     decoding them).
     """
     if (
-        table.dialect == "sqlite"
+        table.dialect.serializes_writers
         and promoted is not None
         and tx.fetchone(table.count_staged_sql())[0] == promoted
     ):
@@ -177,7 +177,7 @@ def commit_batch(
                 )
             rows = tx.fetchall(
                 f'SELECT topic, "partition", next_offset, batch_id FROM {OFFSETS_TABLE} '
-                f"WHERE sink_id = ?{db.lock_clause}",
+                f"WHERE sink_id = ?{db.dialect.row_lock}",
                 (options.sink_id,),
             )
             stored = {(t, p): o for t, p, o, b in rows if b >= 0}

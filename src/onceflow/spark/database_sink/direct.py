@@ -94,7 +94,7 @@ def write_task(
         with connect(options) as db, db.transaction() as tx:
 
             def write() -> None:
-                if table.mode == "append" and db.dialect == "postgresql":
+                if table.mode == "append" and db.dialect.copies_rows:
                     db.copy_rows(table.copy_target_sql(), rows)
                 else:
                     tx.executemany(table.insert_sql(), rows)

@@ -65,10 +65,9 @@ def lock_sink(tx: Any, sink_id: str, exclusive: bool) -> None:
     """PostgreSQL: tasks writing directly hold the sink's lock shared, the driver's commit
     exclusive, so no task transaction is open while the driver commits (SQLite's BEGIN
     IMMEDIATE already serializes every writer)."""
-    if tx.dialect == "postgresql":
-        function = "pg_advisory_xact_lock" if exclusive else "pg_advisory_xact_lock_shared"
-        key = (f"onceflow-sink:{sink_id}",)
-        tx.execute(f"SELECT {function}(hashtext(?)) IS NULL", key).fetchall()
+    lock = tx.dialect.advisory_lock("hashtext(?)", shared=not exclusive)
+    if lock is not None:
+        tx.execute(lock, (f"onceflow-sink:{sink_id}",)).fetchall()
 
 
 def is_new_sink(tx: Any, sink_id: str, query_id: str) -> bool:

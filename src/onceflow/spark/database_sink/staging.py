@@ -43,11 +43,7 @@ def stage(
 ) -> StagedWrite:
     write_id = uuid.uuid4().hex
     rows = 0
-    stager: _Stager | _CopyStager
-    if table.dialect == "postgresql":
-        stager = _CopyStager(options, table)
-    else:
-        stager = _Stager(options, table)
+    stager = _CopyStager(options, table) if table.dialect.copies_rows else _Stager(options, table)
     try:
         for chunk in chunks(batches, STAGE_CHUNK_ROWS):
             staged: list[tuple] = []

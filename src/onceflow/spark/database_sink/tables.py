@@ -1,7 +1,7 @@
 """SQL for the database sink: target, staging and offsets tables, and the promote step.
 
-Written once for SQLite and PostgreSQL with ``?`` placeholders
-(``onceflow.db.Database.sql`` adapts them). Identifiers are validated and quoted.
+Written once for SQLite and PostgreSQL with ``?`` placeholders; what differs comes from the
+table's ``Dialect`` (``onceflow.sql_dialect``). Identifiers are validated and quoted.
 """
 
 from __future__ import annotations
@@ -32,6 +32,7 @@ from pyspark.sql.types import (
 
 from onceflow.db import quote_identifier as quote
 from onceflow.spark.database_sink.ledger import COMMITS_DDL, OFFSETS_TABLE, TASKS_DDL
+from onceflow.sql_dialect import Dialect
 
 MODES = ("append", "upsert", "accumulate")
 # Columns the staging table adds in front of the data columns.
@@ -55,8 +56,7 @@ def check_table_name(table: str) -> tuple[str | None, str]:
     return (parts[0], parts[1]) if len(parts) == 2 else (None, parts[0])
 
 
-def sql_type(data_type: DataType, dialect: str) -> str:
-    pg = dialect == "postgresql"
+def sql_type(data_type: DataType, dialect: Dialect) -> str:
     if isinstance(data_type, StringType):
         return "TEXT"
     if isinstance(data_type, LongType):
@@ -64,26 +64,28 @@ def sql_type(data_type: DataType, dialect: str) -> str:
     if isinstance(data_type, IntegerType | ShortType | ByteType):
         return "INTEGER"
     if isinstance(data_type, DoubleType | FloatType):
-        return "DOUBLE PRECISION" if pg else "REAL"
+        return dialect.double
     if isinstance(data_type, DecimalType):
         return f"NUMERIC({data_type.precision}, {data_type.scale})"
     if isinstance(data_type, BooleanType):
         return "BOOLEAN"
     if isinstance(data_type, BinaryType):
-        return "BYTEA" if pg else "BLOB"
+        return dialect.blob
     if isinstance(data_type, TimestampType):
-        return "TIMESTAMPTZ" if pg else "TEXT"
+        return dialect.timestamp_tz
     if isinstance(data_type, TimestampNTZType):
-        return "TIMESTAMP" if pg else "TEXT"
+        return dialect.timestamp
     if isinstance(data_type, DateType):
-        return "DATE" if pg else "TEXT"
+        return dialect.date
     raise SinkTableError(
         f"column type {data_type.simpleString()} is not supported by the database sink "
         "(cast it, e.g. to_json() for structs and arrays)"
     )
 
 
-def _needs_sqlite_conversion(arrow_type: Any) -> bool:
+def _bound_as_text(arrow_type: Any) -> bool:
+    """Decimal, temporal and nested values: what a driver without ``binds_rich_values``
+    takes as text."""
     import pyarrow as pa
 
     return (
@@ -93,7 +95,7 @@ def _needs_sqlite_conversion(arrow_type: Any) -> bool:
     )
 
 
-def _sqlite_value(value: Any) -> Any:
+def _as_text(value: Any) -> Any:
     if isinstance(value, Decimal):
         return str(value)
     if hasattr(value, "isoformat"):
@@ -110,11 +112,11 @@ class SinkTable:
     types: tuple[DataType, ...]
     mode: str
     keys: tuple[str, ...]
-    dialect: str
+    dialect: Dialect
 
     @classmethod
     def build(
-        cls, table: str, schema: StructType, mode: str, keys: tuple[str, ...], dialect: str
+        cls, table: str, schema: StructType, mode: str, keys: tuple[str, ...], dialect: Dialect
     ) -> SinkTable:
         check_table_name(table)
         if mode not in MODES:
@@ -177,10 +179,9 @@ class SinkTable:
         # UNLOGGED (no WAL for rows that live one micro-batch): a server crash empties
         # it; a batch whose staged rows are gone then fails its commit (the query stops)
         # and is run again when the query restarts, like after any failed commit.
-        unlogged = "UNLOGGED " if self.dialect == "postgresql" else ""
         return [
             f"CREATE TABLE IF NOT EXISTS {self.target} ({', '.join(target)})",
-            f"CREATE {unlogged}TABLE IF NOT EXISTS {self.staging} ("
+            f"{self.dialect.create_scratch_table} IF NOT EXISTS {self.staging} ("
             "onceflow_sink_id TEXT NOT NULL, onceflow_batch_id BIGINT NOT NULL, "
             "onceflow_partition INTEGER NOT NULL, onceflow_write_id TEXT NOT NULL, "
             f"onceflow_seq BIGINT NOT NULL, {', '.join(column_defs)})",
@@ -219,13 +220,13 @@ class SinkTable:
         return list(zip(*self._values(data), strict=True))
 
     def _values(self, data: Any) -> list[list[Any]]:
-        """Python values column by column: only the columns SQLite cannot bind (decimals,
-        dates, timestamps) are converted value by value."""
+        """Python values column by column: only the columns the driver cannot bind
+        (SQLite: decimals, dates, timestamps) are converted value by value."""
         columns = []
         for column in data.columns:
             values = column.to_pylist()
-            if self.dialect == "sqlite" and _needs_sqlite_conversion(column.type):
-                values = [_sqlite_value(v) for v in values]
+            if not self.dialect.binds_rich_values and _bound_as_text(column.type):
+                values = [_as_text(v) for v in values]
             columns.append(values)
         return columns
 

@@ -22,12 +22,18 @@ from pyspark.sql.datasource import (
 from pyspark.sql.types import StructType
 
 from onceflow.crash_points import spark_step_reached
+from onceflow.spark.common import one_line_errors
 from onceflow.spark.kafka_sink.options import (
     KafkaSinkOptions,
     check_input_schema,
     parse_kafka_options,
 )
-from onceflow.spark.kafka_sink.task_transaction import KafkaTaskCommit, write_task
+from onceflow.spark.kafka_sink.task_transaction import (
+    KafkaTaskCommit,
+    SinkReusedError,
+    write_task,
+)
+from onceflow.spark.leader_change import KafkaUnavailableError
 
 log = logging.getLogger(__name__)
 
@@ -37,7 +43,8 @@ class KafkaStreamWriter(DataSourceStreamArrowWriter):
         self.options = options
 
     def write(self, iterator: Iterator[Any]) -> KafkaTaskCommit:
-        return write_task(self.options, iterator)
+        with one_line_errors(KafkaUnavailableError, SinkReusedError):
+            return write_task(self.options, iterator)
 
     def commit(self, messages: list[Any], batchId: int) -> None:
         spark_step_reached("kafka.before_commit", batchId)
@@ -64,7 +71,8 @@ class KafkaBatchWriter(DataSourceArrowWriter):
         self.options = options
 
     def write(self, iterator: Iterator[Any]) -> KafkaTaskCommit:
-        return write_task(self.options, iterator)
+        with one_line_errors(KafkaUnavailableError, SinkReusedError):
+            return write_task(self.options, iterator)
 
     def commit(self, messages: list[Any]) -> None:
         pass
@@ -89,10 +97,13 @@ class KafkaSinkDataSource(DataSource):
     - ``checkpointLocation``: the query's checkpoint (accepted; the markers need no
       access to it).
     - ``timeoutMs``: timeout of ``init_transactions``, commits and marker reads (60000).
+    - ``unavailableTimeoutMs``: how long an output partition without a leader, a moving
+      transaction coordinator or an unreachable cluster is waited for (120000).
     - ``kafka.*``: any other producer (librdkafka) setting, prefix removed; defaults
-      ``partitioner=murmur2_random``, ``linger.ms=5``, ``transaction.timeout.ms=60000``,
-      ``reconnect.backoff.ms=10``. ``kafka.transactional.id``,
-      ``kafka.enable.idempotence`` and the (de)serializer settings are refused.
+      ``partitioner=murmur2_random``, ``linger.ms=5``, ``transaction.timeout.ms`` =
+      ``timeoutMs`` + ``unavailableTimeoutMs`` (180000), ``reconnect.backoff.ms=10``.
+      ``kafka.transactional.id``, ``kafka.enable.idempotence`` and the (de)serializer
+      settings are refused.
     """
 
     @classmethod

@@ -23,13 +23,16 @@ from typing import Any
 
 from onceflow.spark.leader_change import (
     ATTEMPT_TIMEOUT_S,
-    LEADER_CHANGE_WAIT_S,
+    DEFAULT_UNAVAILABLE_TIMEOUT_MS,
+    NO_LEADER_ERRORS,
     is_leader_change,
+    is_unavailable,
     while_leader_moves,
 )
 
 MARKER_TOPIC_PREFIX = "__onceflow_sink_markers."
 MIN_PARTITIONS = 8
+MARKER_REPLICAS = 3  # copies of the marker topic, as Kafka's internal topics (fewer brokers: all)
 
 
 class MarkerError(RuntimeError):
@@ -54,11 +57,19 @@ class Marker:
 
 
 class TopicMarkers:
-    def __init__(self, client_config: dict[str, Any], sink_id: str, timeout: float = 30.0):
+    def __init__(
+        self,
+        client_config: dict[str, Any],
+        sink_id: str,
+        timeout: float = 30.0,
+        unavailable_timeout: float = DEFAULT_UNAVAILABLE_TIMEOUT_MS / 1000,
+    ):
         self.config = dict(client_config)
         self.sink_id = sink_id
         self.topic = MARKER_TOPIC_PREFIX + sink_id
         self.timeout = timeout
+        # How long the topic's partitions, or the cluster, may be unavailable.
+        self.unavailable_timeout = unavailable_timeout
 
     def key(self, partition: int) -> bytes:
         return f"{self.sink_id}/{partition}".encode()
@@ -67,7 +78,13 @@ class TopicMarkers:
 
     def _partition_count(self, client: Any) -> int | None:
         # All topics: asking for one topic by name may auto-create it (uncompacted).
-        return self._count_in(client.list_topics(timeout=self.timeout))
+        attempt = min(self.timeout, ATTEMPT_TIMEOUT_S, self.unavailable_timeout)
+        metadata = while_leader_moves(
+            lambda: client.list_topics(timeout=attempt),
+            self.unavailable_timeout,
+            f"metadata for {self.topic}",
+        )
+        return self._count_in(metadata)
 
     def _count_in(self, metadata: Any) -> int | None:
         topic = metadata.topics.get(self.topic)
@@ -89,7 +106,7 @@ class TopicMarkers:
             if count is not None and count > partition:
                 return
         admin = AdminClient(self.config)
-        deadline = time.monotonic() + self.timeout
+        deadline = time.monotonic() + max(self.timeout, self.unavailable_timeout)
         while True:
             count = self._partition_count(admin)
             if count is not None and count > partition:
@@ -98,10 +115,14 @@ class TopicMarkers:
                 raise MarkerError(f"marker topic {self.topic} has no partition {partition}")
             try:
                 if count is None:
+                    # replicated as Kafka's own internal topics are (up to 3 copies): on a
+                    # broker default of 1 a node's death would stop every sink task that
+                    # reads its marker partition
+                    brokers = len(admin.list_topics(timeout=self.timeout).brokers)
                     new = NewTopic(
                         self.topic,
                         max(MIN_PARTITIONS, partition + 1),
-                        -1,
+                        max(1, min(MARKER_REPLICAS, brokers)),
                         config={"cleanup.policy": "compact"},
                     )
                     futures = admin.create_topics([new])
@@ -112,9 +133,13 @@ class TopicMarkers:
                     future.result(self.timeout)
             except KafkaException as error:
                 code = error.args[0].code() if error.args else None
-                if code not in (KafkaError.TOPIC_ALREADY_EXISTS, KafkaError.INVALID_PARTITIONS):
+                if code not in (
+                    KafkaError.TOPIC_ALREADY_EXISTS,
+                    KafkaError.INVALID_PARTITIONS,
+                ) and not is_unavailable(error):
                     raise MarkerError(f"cannot create marker topic {self.topic}: {error}") from None
-                time.sleep(0.1)  # another task created or grew it: look again
+                # another task created or grew it, or the controller is moving: look again
+                time.sleep(0.1)
 
     # -- read / write --------------------------------------------------------------------
 
@@ -138,21 +163,22 @@ class TopicMarkers:
         try:
             # Right after the topic was created, or while its leader moves, a broker may
             # not lead the partition (yet): ask until one does.
-            attempt = min(self.timeout, ATTEMPT_TIMEOUT_S)
+            attempt = min(self.timeout, ATTEMPT_TIMEOUT_S, self.unavailable_timeout)
             low, high = while_leader_moves(
                 lambda: consumer.get_watermark_offsets(
                     TopicPartition(self.topic, partition), timeout=attempt, cached=False
                 ),
-                max(self.timeout, LEADER_CHANGE_WAIT_S),
+                max(self.timeout, self.unavailable_timeout),
                 f"end of {self.topic}-{partition}",
-                also=(KafkaError.UNKNOWN_TOPIC_OR_PART,),
+                also=(KafkaError.UNKNOWN_TOPIC_OR_PART, *NO_LEADER_ERRORS),
             )
             window = 16
             while high > low:
                 begin = max(low, high - window)
                 consumer.assign([TopicPartition(self.topic, partition, begin)])
                 found: list[Marker] = []
-                deadline = time.monotonic() + self.timeout
+                # the consumer waits quietly while the partition has no leader
+                deadline = time.monotonic() + max(self.timeout, self.unavailable_timeout)
                 while True:
                     if time.monotonic() > deadline:
                         raise MarkerError(f"timed out reading {self.topic}-{partition}")

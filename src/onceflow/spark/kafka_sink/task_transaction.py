@@ -7,6 +7,13 @@ aborts its open transaction. Inside the same transaction the task writes an idem
 marker for (batch, task partition) (see ``markers``); before writing, it reads the last
 committed marker and, when its batch id is not newer, writes nothing: a replayed batch
 (after a driver crash between the task commits and Spark's commit) is a no-op.
+
+The task rides out a leader election of an output or marker partition, a partition
+without a leader and a transaction coordinator that moves, for up to the sink's
+``unavailableTimeoutMs``: librdkafka keeps its records and retries them (until
+``message.timeout.ms``, which the sink's ``transaction.timeout.ms`` default leaves longer
+than that), and ``init_transactions`` and ``commit_transaction`` are asked again after a
+retriable error (see ``onceflow.spark.leader_change``).
 """
 
 from __future__ import annotations
@@ -25,6 +32,7 @@ from onceflow.producing import abort_transaction
 from onceflow.spark.common import current_task
 from onceflow.spark.kafka_sink.markers import Marker, TopicMarkers
 from onceflow.spark.kafka_sink.options import KafkaSinkError, KafkaSinkOptions
+from onceflow.spark.leader_change import ATTEMPT_TIMEOUT_S, while_leader_moves
 
 log = logging.getLogger(__name__)
 
@@ -129,18 +137,28 @@ class _Transactional:
 def _open(options: KafkaSinkOptions, partition: int, batch_id: int | None) -> _Transactional:
     from confluent_kafka import Producer
 
-    producer = Producer(
-        {**options.producer_config, "transactional.id": f"onceflow-{options.sink_id}-{partition}"}
-    )
+    transactional_id = f"onceflow-{options.sink_id}-{partition}"
+    producer = Producer({**options.producer_config, "transactional.id": transactional_id})
     # Metadata first: it connects the producer to the cluster, without which
     # init_transactions finds no broker and waits for librdkafka's coordinator timer
     # (about 500 ms); the marker topic's partition count comes with it.
-    metadata = producer.list_topics(timeout=options.timeout_s)
-    producer.init_transactions(options.timeout_s)  # fences earlier attempts of this task
+    attempt = min(options.timeout_s, ATTEMPT_TIMEOUT_S, options.unavailable_timeout_s)
+    metadata = while_leader_moves(
+        lambda: producer.list_topics(timeout=attempt),
+        options.unavailable_timeout_s,
+        f"metadata of {options.producer_config.get('bootstrap.servers')}",
+    )
+    # Fences earlier attempts of this task; a call that timed out resumes when repeated.
+    while_leader_moves(
+        lambda: producer.init_transactions(options.timeout_s),
+        options.unavailable_timeout_s,
+        f"init_transactions of {transactional_id}",
+    )
     markers = TopicMarkers(
         {k: v for k, v in options.producer_config.items() if k not in _PRODUCER_ONLY},
         options.sink_id,
         options.timeout_s,
+        options.unavailable_timeout_s,
     )
     last = None
     if batch_id is not None:
@@ -189,7 +207,13 @@ def write_task(options: KafkaSinkOptions, batches: Iterator[Any]) -> KafkaTaskCo
         if batch_id is not None:
             txn.markers.write(producer, partition, Marker(batch_id, query_id))
         spark_step_reached("kafka.before_task_commit", batch_id, partition)
-        producer.commit_transaction(options.timeout_s)
+        # A commit that timed out (a record still waits for its partition's leader)
+        # resumes when repeated; one that needs an abort is not retriable and is raised.
+        while_leader_moves(
+            lambda: producer.commit_transaction(options.timeout_s),
+            options.unavailable_timeout_s,
+            f"commit_transaction of onceflow-{options.sink_id}-{partition}",
+        )
     except BaseException:
         try:
             abort_transaction(producer, options.timeout_s)

@@ -43,7 +43,7 @@ from onceflow.spark.kafka_source.offsets import (
 from onceflow.spark.kafka_source.options import (
     OnceflowOptionError,
     SourceOptions,
-    one_line_option_errors,
+    one_line_errors,
     parse_bool,
     parse_options,
 )
@@ -72,13 +72,20 @@ def _settings(options: SourceOptions) -> ReadSettings:
         include_headers=options.include_headers,
         poll_timeout_ms=options.poll_timeout_ms,
         max_records_per_batch=options.max_records_per_batch,
+        unavailable_timeout_ms=options.unavailable_timeout_ms,
     )
 
 
 def _read(partition: InputPartition, settings: ReadSettings) -> Iterator[Any]:
     if not isinstance(partition, OffsetRangePartition):
         return iter(())  # Spark's placeholder partition when a batch read has no ranges
-    return read_range(partition.range, settings)
+    return _one_line(read_range(partition.range, settings))
+
+
+def _one_line(batches: Iterator[Any]) -> Iterator[Any]:
+    """The task's batches; a cluster unavailable for too long fails it with one line."""
+    with one_line_errors():
+        yield from batches
 
 
 def _ranges(
@@ -121,8 +128,8 @@ class OnceflowStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     # -- driver ----------------------------------------------------------------------
 
     def initialOffset(self) -> dict:
-        partitions = self.offsets.partitions()
-        with one_line_option_errors():
+        with one_line_errors():
+            partitions = self.offsets.partitions()
             start = self.offsets.resolve(
                 self.options.starting_offsets, partitions, "startingOffsets"
             )
@@ -135,10 +142,15 @@ class OnceflowStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return ReadAllAvailable()
 
     def prepareForTriggerAvailableNow(self) -> None:
-        self._target = self.offsets.latest(self.offsets.partitions())
+        with one_line_errors():
+            self._target = self.offsets.latest(self.offsets.partitions())
         log.info("onceflow source: Trigger.AvailableNow reads up to %s", self._target)
 
     def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
+        with one_line_errors():
+            return self._latest_offset(start, limit)
+
+    def _latest_offset(self, start: dict, limit: ReadLimit) -> dict:
         begin = from_spark(start)
         # Spark asks only once the batch ending at ``start`` is done (or none ran yet):
         # the group gets it now, not one batch late when ``commit`` would say so.
@@ -180,6 +192,10 @@ class OnceflowStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return to_spark(self._latest) if self._latest is not None else None
 
     def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
+        with one_line_errors():
+            return self._partitions(start, end)
+
+    def _partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
         begin = from_spark(start)
         stop = from_spark(end)
         new = [tp for tp in stop if tp not in begin]
@@ -288,7 +304,7 @@ class RefusedStreamReader(DataSourceStreamReader):
         self.error = error
 
     def _fail(self) -> Any:
-        with one_line_option_errors():
+        with one_line_errors():
             raise self.error
 
     def initialOffset(self) -> dict:
@@ -317,8 +333,8 @@ class OnceflowBatchReader(DataSourceReader):
     def partitions(self) -> list[InputPartition]:
         offsets = OffsetReader(self.options)
         try:
-            partitions = offsets.partitions()
-            with one_line_option_errors():
+            with one_line_errors():
+                partitions = offsets.partitions()
                 start = offsets.resolve(
                     self.options.starting_offsets, partitions, "startingOffsets"
                 )
@@ -355,6 +371,8 @@ class OnceflowDataSource(DataSource):
     - ``includeHeaders``: add the ``headers`` column (default ``false``).
     - ``kafkaConsumer.pollTimeoutMs``: how long a task waits for records (120000).
     - ``maxRecordsPerBatch``: records per Arrow batch handed to Spark (10000).
+    - ``unavailableTimeoutMs``: how long a partition without a leader, or a cluster that
+      does not answer, is waited for before the query fails (120000).
     - ``commitOffsetsToGroup`` (streaming): commit each finished batch's end offsets to
       ``kafka.group.id``, for lag tools (default ``false``).
     - ``kafka.isolation.level``: ``read_committed`` (default) or ``read_uncommitted``.
@@ -367,7 +385,7 @@ class OnceflowDataSource(DataSource):
 
     def __init__(self, options: dict[str, str]) -> None:
         super().__init__(options)
-        with one_line_option_errors():
+        with one_line_errors():
             parse_options(self.options, batch=None)  # bad options fail at load(), not start()
 
     @classmethod
@@ -393,7 +411,7 @@ class OnceflowDataSource(DataSource):
         return OnceflowStreamReader(options)
 
     def reader(self, schema: StructType) -> DataSourceReader:
-        with one_line_option_errors():
+        with one_line_errors():
             options = parse_options(self.options, batch=True)
             check_schema(schema, options.include_headers)
         return OnceflowBatchReader(options)

@@ -4,12 +4,16 @@ Uses one confluent-kafka ``AdminClient`` (created lazily, never pickled): Metada
 partitions of the subscription, ListOffsets for earliest and latest offsets. Latest
 offsets honour the isolation level, so under ``read_committed`` "latest" is the last
 stable offset and a micro-batch never includes an open transaction.
+
+Both ride out a leader election, a partition without a leader and a cluster that cannot be
+reached for up to the source's ``unavailableTimeoutMs`` (see ``leader_change``); Spark
+waits for ``latestOffset`` meanwhile, as it waits for the ListOffsets of its own
+connector.
 """
 
 from __future__ import annotations
 
 import logging
-import time
 from typing import Any
 
 from confluent_kafka import IsolationLevel, KafkaError, KafkaException
@@ -27,10 +31,12 @@ from onceflow.spark.kafka_source.offsets import (
 from onceflow.spark.kafka_source.options import OnceflowOptionError, SourceOptions
 from onceflow.spark.leader_change import (
     ATTEMPT_TIMEOUT_S,
-    LEADER_CHANGE_WAIT_S,
-    RETRY_PAUSE_S,
+    NO_LEADER_ERRORS,
+    Patience,
     error_code,
-    is_leader_change,
+    error_text,
+    is_unavailable,
+    while_leader_moves,
 )
 
 log = logging.getLogger(__name__)
@@ -74,7 +80,11 @@ class OffsetReader:
         subscription = self.options.subscription
         if subscription.kind == "assign":
             return list(subscription.assignment)
-        metadata = self.admin.list_topics(timeout=self.timeout)
+        metadata = while_leader_moves(
+            self._metadata,
+            self.options.unavailable_timeout_s,
+            f"metadata of {self.options.bootstrap_servers}",
+        )
         result = []
         for name, topic in metadata.topics.items():
             if topic.error is not None or name in INTERNAL_TOPICS:
@@ -82,6 +92,20 @@ class OffsetReader:
             if subscription.matches(name):
                 result.extend((name, p) for p in topic.partitions)
         return sorted(result)
+
+    def _metadata(self) -> Any:
+        """All topics' metadata; a subscribed topic that the cluster reports with a
+        transient error (no leader yet, a broker that is loading) is asked for again."""
+        attempt = min(self.timeout, ATTEMPT_TIMEOUT_S, self.options.unavailable_timeout_s)
+        metadata = self.admin.list_topics(timeout=attempt)
+        for name, topic in metadata.topics.items():
+            if topic.error is None or not self.options.subscription.matches(name):
+                continue
+            error = KafkaException(topic.error)
+            if topic.error.code() not in _MISSING and is_unavailable(error):
+                self._admin = None  # a new client asks other brokers
+                raise error
+        return metadata
 
     # -- offsets ---------------------------------------------------------------------
 
@@ -93,8 +117,9 @@ class OffsetReader:
 
     def _list_offsets(self, partitions: list[TopicPartition], spec: OffsetSpec) -> OffsetMap:
         """Offsets of the partitions that exist; missing ones are left out. A partition
-        whose leader is moving (a cluster lost a node) is asked again until the new leader
-        answers (for at least a minute: a dead leader is replaced within seconds)."""
+        without a leader (one is being elected, or its replicas' nodes are down) or a
+        cluster that does not answer is asked again until it does, for up to
+        ``unavailableTimeoutMs``; then ``KafkaUnavailableError`` names the partitions."""
         if not partitions:
             return {}
         isolation = (
@@ -102,16 +127,23 @@ class OffsetReader:
             if self.options.isolation_level == "read_committed"
             else IsolationLevel.READ_UNCOMMITTED
         )
-        deadline = time.monotonic() + max(self.timeout, LEADER_CHANGE_WAIT_S)
-        attempt = min(self.timeout, ATTEMPT_TIMEOUT_S)
+        attempt = min(self.timeout, ATTEMPT_TIMEOUT_S, self.options.unavailable_timeout_s)
         result: OffsetMap = {}
         pending = list(partitions)
+        patience: Patience | None = None
         while pending:
             request = {KafkaTopicPartition(t, p): spec for t, p in pending}
-            futures = self.admin.list_offsets(
-                request, isolation_level=isolation, request_timeout=attempt
-            )
             moving: list[TopicPartition] = []
+            missing: dict[TopicPartition, BaseException] = {}
+            last: BaseException | None = None
+            try:
+                futures = self.admin.list_offsets(
+                    request, isolation_level=isolation, request_timeout=attempt
+                )
+            except KafkaException as error:  # the request as a whole was refused
+                if not is_unavailable(error, NO_LEADER_ERRORS):
+                    raise
+                futures, moving, last = {}, list(pending), error
             for tp, future in futures.items():
                 try:
                     offset = int(future.result(attempt + 1).offset)
@@ -121,22 +153,54 @@ class OffsetReader:
                         raise KafkaException(KafkaError(KafkaError.LEADER_NOT_AVAILABLE))
                     result[(tp.topic, tp.partition)] = offset
                 except (KafkaException, TimeoutError) as error:
-                    code = error_code(error)
-                    if code in _MISSING:
+                    if error_code(error) in _MISSING:
+                        missing[(tp.topic, tp.partition)] = error
                         continue
-                    timed_out = isinstance(error, TimeoutError)
-                    if (timed_out or is_leader_change(code)) and time.monotonic() < deadline:
-                        log.info("offsets of %s: %r; asking again", tp_name(tp), error)
-                        moving.append((tp.topic, tp.partition))
-                        continue
-                    raise
+                    # _NOENT: "Failed to query partition leaders: No leaders found", when
+                    # none of the partitions asked for has a leader.
+                    if not is_unavailable(error, NO_LEADER_ERRORS):
+                        raise
+                    moving.append((tp.topic, tp.partition))
+                    last = error
+            if missing:
+                # librdkafka also says _UNKNOWN_PARTITION, and a broker that has not caught
+                # up UNKNOWN_TOPIC_OR_PART, about a partition whose leader is moving (seen
+                # right after a leader's SIGKILL): only the metadata tells it from a
+                # deleted one.
+                for tp, error in self._still_there(missing).items():
+                    log.info("offsets of %s-%s: %s, though it exists", *tp, error_text(error))
+                    moving.append(tp)
+                    last = error
             pending = moving
             if pending:
+                assert last is not None
+                if patience is None:
+                    patience = Patience(self.options.unavailable_timeout_s, "")
+                patience.what = f"offsets of {', '.join(f'{t}-{p}' for t, p in pending)}"
                 # A new client: the old one kept answering -1001 for a minute after the
                 # leader it knew was SIGKILLed, while a new one found the new leader.
                 self._admin = None
-                time.sleep(RETRY_PAUSE_S)
+                patience.failed(last)
+        if patience is not None:
+            patience.succeeded()
         return result
+
+    def _still_there(
+        self, missing: dict[TopicPartition, BaseException]
+    ) -> dict[TopicPartition, BaseException]:
+        """The partitions of ``missing`` that the cluster's metadata still has."""
+        self._admin = None  # a new client, with fresh metadata
+        metadata = while_leader_moves(
+            self._metadata,
+            self.options.unavailable_timeout_s,
+            f"metadata of {self.options.bootstrap_servers}",
+        )
+        found = {}
+        for (name, partition), error in missing.items():
+            topic = metadata.topics.get(name)
+            if topic is not None and topic.error is None and partition in topic.partitions:
+                found[(name, partition)] = error
+        return found
 
     def resolve(self, spec: Any, partitions: list[TopicPartition], name: str) -> OffsetMap:
         """``earliest``/``latest``/explicit offsets → concrete offsets of ``partitions``."""

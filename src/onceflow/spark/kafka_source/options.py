@@ -9,15 +9,16 @@ like Spark's connector refuses them.
 from __future__ import annotations
 
 import json
-import os
 import re
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Mapping
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any
 
 from onceflow.spark.common import kafka_client_config, lower_case_options
+from onceflow.spark.common import one_line_errors as common_one_line_errors
 from onceflow.spark.kafka_source.offsets import EARLIEST, LATEST, parse_offsets_json
+from onceflow.spark.leader_change import DEFAULT_UNAVAILABLE_TIMEOUT_MS, KafkaUnavailableError
 
 ISOLATION_LEVELS = ("read_committed", "read_uncommitted")
 
@@ -46,6 +47,7 @@ _KNOWN = {
     "commitoffsetstogroup",
     "kafkaconsumer.polltimeoutms",
     "maxrecordsperbatch",
+    "unavailabletimeoutms",
     # Accepted for compatibility with Spark's connector; no effect here.
     "fetchoffset.numretries",
     "fetchoffset.retryintervalms",
@@ -70,24 +72,11 @@ class OnceflowOptionError(ValueError):
     """A source option is missing, unknown or has a bad value."""
 
 
-# PySpark's worker leaves the traceback out of the error it sends to Spark when this is set.
-_HIDE_TRACEBACK = "SPARK_HIDE_TRACEBACK"
-
-
-@contextmanager
-def one_line_option_errors() -> Iterator[None]:
-    """Make an option error reach the user as its one-line message, without a traceback.
-
-    For the Python worker that creates the data source at ``load()``: the variable is set
-    only while an option error leaves the block, and cleared again the next time a onceflow
-    data source is created in that (reused) worker, so other errors keep their tracebacks.
-    """
-    os.environ.pop(_HIDE_TRACEBACK, None)
-    try:
-        yield
-    except OnceflowOptionError:
-        os.environ[_HIDE_TRACEBACK] = "1"
-        raise
+def one_line_errors() -> AbstractContextManager[None]:
+    """Option errors, and a cluster that stayed unavailable past ``unavailableTimeoutMs``,
+    reach the user as their one-line message, without a traceback (see
+    ``onceflow.spark.common.one_line_errors``)."""
+    return common_one_line_errors(OnceflowOptionError, KafkaUnavailableError)
 
 
 @dataclass(frozen=True)
@@ -133,6 +122,12 @@ class SourceOptions:
     max_records_per_batch: int
     # Every kafka.* option without the prefix (including bootstrap.servers).
     kafka_config: dict[str, str] = field(default_factory=dict)
+    # How long a partition without a leader, or an unreachable cluster, is waited for.
+    unavailable_timeout_ms: int = DEFAULT_UNAVAILABLE_TIMEOUT_MS
+
+    @property
+    def unavailable_timeout_s(self) -> float:
+        return self.unavailable_timeout_ms / 1000.0
 
     def client_config(self) -> dict[str, str]:
         """Config for the driver's metadata/offset clients."""
@@ -337,6 +332,10 @@ def parse_options(raw: Mapping[str, str], *, batch: bool | None) -> SourceOption
         max_records_per_batch=_positive_int("maxRecordsPerBatch", options.get("maxrecordsperbatch"))
         or 10_000,
         kafka_config=kafka_config,
+        unavailable_timeout_ms=_positive_int(
+            "unavailableTimeoutMs", options.get("unavailabletimeoutms")
+        )
+        or DEFAULT_UNAVAILABLE_TIMEOUT_MS,
     )
 
 

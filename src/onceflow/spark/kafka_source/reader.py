@@ -5,6 +5,13 @@ joins a group and never commits). Under ``read_committed`` a range has gaps: con
 records (transaction markers) and aborted records are never delivered, so the range is
 done when the consumer's position reaches ``end`` (or a record/EOF at or past ``end``
 arrives), never by counting records.
+
+While the partition has no leader (its replicas' nodes are down, or one is being elected),
+librdkafka's consumer waits without an error: the task waits with it, for
+``kafkaConsumer.pollTimeoutMs`` without records, or up to ``unavailableTimeoutMs`` when the
+partition has no leader then. An outage lasts until the task reads again: a leader that is
+back in the metadata may still be unreachable for the client for seconds (its reconnect
+backoff to a restarted node grows to ``reconnect.backoff.max.ms``, 10 s by default).
 """
 
 from __future__ import annotations
@@ -25,8 +32,12 @@ from onceflow.spark.kafka_source.offsets import OffsetRange
 from onceflow.spark.kafka_source.schema import arrow_schema
 from onceflow.spark.leader_change import (
     ATTEMPT_TIMEOUT_S,
-    LEADER_CHANGE_WAIT_S,
+    DEFAULT_UNAVAILABLE_TIMEOUT_MS,
+    NO_LEADER_ERRORS,
+    KafkaUnavailableError,
+    error_text,
     is_leader_change,
+    unavailable,
     while_leader_moves,
 )
 
@@ -64,6 +75,7 @@ class ReadSettings:
     include_headers: bool = False
     poll_timeout_ms: int = 120_000
     max_records_per_batch: int = 10_000
+    unavailable_timeout_ms: int = DEFAULT_UNAVAILABLE_TIMEOUT_MS
 
     def consumer_config(self) -> dict[str, object]:
         config: dict[str, object] = dict(self.kafka_config)
@@ -152,6 +164,9 @@ _MICROS = pa.timestamp("us", tz="UTC")
 # of pyspark), which cost more than the reading itself. Runs below the first generation's
 # threshold (700) die young.
 _CONSUME_CHUNK = 500
+# A range holds records that exist: a task that gets none for this long asks the metadata,
+# once a second, whether the partition still has a leader.
+_LEADER_CHECK_AFTER_S = 1.0
 
 
 def read_range(offset_range: OffsetRange, settings: ReadSettings) -> Iterator[pa.RecordBatch]:
@@ -168,6 +183,7 @@ def read_range(offset_range: OffsetRange, settings: ReadSettings) -> Iterator[pa
         expected = offset_range.start  # next offset we have not yet seen
         timeout = settings.poll_timeout_ms / 1000.0
         deadline = time.monotonic() + timeout
+        outage = _Outage(topic, partition, settings.unavailable_timeout_ms)
         done = False
         while not done:
             # consume() waits for num_messages or the timeout: ask for no more than the
@@ -195,6 +211,7 @@ def read_range(offset_range: OffsetRange, settings: ReadSettings) -> Iterator[pa
                         columns.add(run, offsets)
                         expected = offsets[-1] + 1
                         deadline = time.monotonic() + timeout
+                        outage.over()
                     if done:
                         break
                 position = index + 1
@@ -208,7 +225,7 @@ def read_range(offset_range: OffsetRange, settings: ReadSettings) -> Iterator[pa
                         break
                     continue
                 if code in (KafkaError._AUTO_OFFSET_RESET, KafkaError.OFFSET_OUT_OF_RANGE):
-                    low = _log_start(consumer, topic, partition)
+                    low = _log_start(consumer, topic, partition, settings.unavailable_timeout_ms)
                     report_data_loss(
                         settings.fail_on_data_loss,
                         f"Cannot fetch offset {expected} of {topic}-{partition}: the "
@@ -247,29 +264,122 @@ def read_range(offset_range: OffsetRange, settings: ReadSettings) -> Iterator[pa
                 # Gaps (control records, aborted or compacted data) the client skipped.
                 expected = position
                 deadline = time.monotonic() + timeout
-            if time.monotonic() > deadline:
-                raise TimeoutError(
-                    f"Timed out after {settings.poll_timeout_ms} ms reading {topic}-{partition} "
-                    f"offsets [{expected}, {end}) (range [{offset_range.start}, {end})); set "
-                    "'kafkaConsumer.pollTimeoutMs' to wait longer"
-                )
+                outage.over()
+            now = time.monotonic()
+            idle = now - deadline + timeout
+            if idle >= _LEADER_CHECK_AFTER_S and outage.check_due(now):
+                why = _no_leader(consumer, topic, partition)
+                if why is not None or outage.ongoing:
+                    outage.waiting(idle, why, expected, end)
+                elif now > deadline:
+                    raise TimeoutError(
+                        f"Timed out after {settings.poll_timeout_ms} ms reading "
+                        f"{topic}-{partition} offsets [{expected}, {end}) (range "
+                        f"[{offset_range.start}, {end})); set 'kafkaConsumer.pollTimeoutMs' to "
+                        "wait longer"
+                    )
+                else:
+                    outage.checked(now)
         if len(columns):
             yield columns.to_batch(topic, partition, schema)
     finally:
         consumer.close()
 
 
-def _log_start(consumer: Consumer, topic: str, partition: int) -> int:
+class _Outage:
+    """A range reader's wait for a partition without a leader: from the last records
+    before a metadata check found none until the reader gets records again, at most
+    ``unavailableTimeoutMs``."""
+
+    def __init__(self, topic: str, partition: int, unavailable_timeout_ms: int) -> None:
+        self.topic = topic
+        self.partition = partition
+        self.timeout_ms = unavailable_timeout_ms
+        self.since: float | None = None  # when the wait began (the last records before it)
+        self.leader_back = False
+        self.next_check = 0.0  # while waiting, the partition's metadata once a second
+
+    @property
+    def ongoing(self) -> bool:
+        return self.since is not None
+
+    def check_due(self, now: float) -> bool:
+        return now >= self.next_check
+
+    def waiting(self, waited_s: float, why: BaseException | None, expected: int, end: int) -> None:
+        """Another second without records; ``why`` the partition has no leader (None: it
+        has one again). Raises ``KafkaUnavailableError`` once the time is up."""
+        now = time.monotonic()
+        if self.since is None:
+            self.since = now - waited_s
+            log.warning(
+                "%s-%s has no leader (%s): waiting for it up to %d ms ('unavailableTimeoutMs')",
+                self.topic,
+                self.partition,
+                error_text(why) if why is not None else "none",
+                self.timeout_ms,
+            )
+        elif why is None and not self.leader_back:
+            log.warning("%s-%s has a leader again", self.topic, self.partition)
+        self.leader_back = why is None
+        if (now - self.since) * 1000 >= self.timeout_ms:
+            raise unavailable(
+                f"reading {self.topic}-{self.partition} offsets [{expected}, {end})",
+                now - self.since,
+                self.timeout_ms / 1000,
+                why,
+            )
+        self.checked(now)
+
+    def checked(self, now: float) -> None:
+        self.next_check = now + 1.0
+
+    def over(self) -> None:
+        """The reader got records (or skipped a gap): the partition is readable again."""
+        if self.since is not None:
+            log.warning(
+                "%s-%s readable again after %.1f s",
+                self.topic,
+                self.partition,
+                time.monotonic() - self.since,
+            )
+        self.since = None
+        self.leader_back = False
+        self.next_check = 0.0
+
+
+def _no_leader(consumer: Consumer, topic: str, partition: int) -> BaseException | None:
+    """Why ``topic-partition`` cannot be read now (no leader, no answer), or None when it
+    has a leader."""
+    try:
+        metadata = consumer.list_topics(topic, timeout=ATTEMPT_TIMEOUT_S)
+    except KafkaException as error:
+        return error
+    found = metadata.topics.get(topic)
+    if found is None or found.error is not None:
+        return KafkaException(found.error) if found is not None else None
+    state = found.partitions.get(partition)
+    if state is None:
+        return None
+    if state.leader < 0 or state.error is not None:
+        return KafkaException(state.error or KafkaError(KafkaError.LEADER_NOT_AVAILABLE))
+    return None
+
+
+def _log_start(consumer: Consumer, topic: str, partition: int, unavailable_timeout_ms: int) -> int:
     try:
         low, _high = while_leader_moves(
             lambda: consumer.get_watermark_offsets(
                 TopicPartition(topic, partition), timeout=ATTEMPT_TIMEOUT_S, cached=False
             ),
-            LEADER_CHANGE_WAIT_S,
+            unavailable_timeout_ms / 1000,
             f"start of {topic}-{partition}",
+            also=NO_LEADER_ERRORS,
         )
         return int(low)
     except KafkaException as error:
+        if isinstance(error, KafkaUnavailableError):
+            raise
         raise OnceflowDataLossError(
             f"Cannot read {topic}-{partition} and cannot find where it starts: {error}"
         ) from error

@@ -1,0 +1,85 @@
+"""A consume-transform-produce copier with Kafka transactions, as the client docs sketch it,
+minus one line: when a commit fails it aborts and goes on with the next batch.
+
+    onceflow prove command --input orders --output topic:orders-copy --kafka-cluster \\
+        --faults txn-coordinator --quick -- python transactional_copier.py [--rewind]
+
+Broken: after abort_transaction() the consumer's position is still past the aborted batch,
+so the batch is never copied. Killing the copier cannot show this (a restarted copier
+resumes from the offsets the last committed transaction stored); a commit that fails can,
+and one does when the node coordinating the transactional id dies (``--faults
+txn-coordinator`` on an Apache Kafka cluster).
+
+Fixed (``--rewind``): a commit that fails with a retriable error is retried; after an
+abort the consumer seeks back to the offsets its group has committed.
+
+Both make a new producer when the abort itself fails fatally (librdkafka gives a producer
+up when an abort meets the failed commit's requests still in flight), as long-running
+services do, and go on.
+"""
+
+import argparse
+import os
+
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+
+parser = argparse.ArgumentParser()
+parser.add_argument("--output", default="orders-copy")
+parser.add_argument("--rewind", action="store_true")
+args = parser.parse_args()
+
+bootstrap = os.environ["ONCEFLOW_BOOTSTRAP"]
+consumer = Consumer(
+    {
+        "bootstrap.servers": bootstrap,
+        "group.id": "transactional-copier",
+        "enable.auto.commit": False,
+        "isolation.level": "read_committed",
+        "auto.offset.reset": "earliest",
+    }
+)
+
+
+def transactional_producer() -> Producer:
+    made = Producer({"bootstrap.servers": bootstrap, "transactional.id": "orders-copier"})
+    made.init_transactions()
+    return made
+
+
+producer = transactional_producer()
+consumer.subscribe([os.environ["ONCEFLOW_INPUT_TOPIC"]])
+
+
+def rewind() -> None:
+    """Back to the offsets the group committed (the last committed transaction's)."""
+    assigned = consumer.assignment()
+    for tp in consumer.committed(assigned, timeout=60):
+        consumer.seek(tp if tp.offset >= 0 else TopicPartition(tp.topic, tp.partition, 0))
+
+
+while True:
+    messages = [m for m in consumer.consume(100, 0.5) if m.error() is None]
+    if not messages:
+        continue
+    producer.begin_transaction()
+    for message in messages:
+        producer.produce(args.output, message.value(), message.key())
+    try:
+        producer.send_offsets_to_transaction(
+            consumer.position(consumer.assignment()), consumer.consumer_group_metadata(), 5
+        )
+        producer.commit_transaction(5)
+    except KafkaException as error:
+        if args.rewind and error.args[0].retriable() and not error.args[0].txn_requires_abort():
+            producer.commit_transaction()  # the commit may have gone through: ask again
+            continue
+        try:
+            producer.abort_transaction()
+        except KafkaException as failed:
+            if not failed.args[0].fatal():
+                raise
+            # the commit's requests still in flight when the abort came: librdkafka gives
+            # the producer up; a new one with the same transactional.id fences the old
+            producer = transactional_producer()
+        if args.rewind:
+            rewind()

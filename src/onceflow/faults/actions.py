@@ -1,0 +1,211 @@
+"""What a fault does, other than killing a pipeline worker (the run does that itself).
+
+``FaultActions`` is told what the run controls: the embedded broker (a ``BrokerProcess``
+it may SIGKILL and start again, with the fsync journal a power loss needs), one proxy per
+worker (network cuts and delays), an Apache Kafka cluster and how to find a fault's victim
+node, and the database a lock makes unavailable. ``apply`` does one fault; ``release`` is
+how it lets a paused worker go on at the right moment (for a fault triggered by output
+growth nothing is paused and ``release`` does nothing).
+"""
+
+from __future__ import annotations
+
+import random
+import resource
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from onceflow.faults.databases import hold_unavailable
+from onceflow.faults.proxy import TcpProxy
+from onceflow.faults.schedule import (
+    BROKER,
+    COORDINATOR_CUT,
+    DB_LOCK,
+    DISK_FULL,
+    NETWORK,
+    NETWORK_ACTIONS,
+    NODE_ACTIONS,
+    PAUSE,
+    POWER_LOSS,
+    Fault,
+)
+
+if TYPE_CHECKING:
+    from onceflow.broker.process import BrokerProcess
+    from onceflow.kafka_cluster import KafkaCluster
+
+LAG_S = 1.5  # how long a leader's followers are stalled before the leader dies
+REPLICATED_S = 0.3  # what was just written is replicated this soon (loopback)
+HOLD_S = 3.0  # how long a network cut, a delay, a full disk or a database lock lasts
+DELAY_S = 0.5  # how long each chunk of data waits while the network is slow
+PAUSE_S = 5.0  # a paused worker is stopped this long: its group rebalances without it
+NODE_DOWN_S = 4.0  # how long a killed Apache Kafka node stays down
+IN_FLIGHT_S = 0.02  # a released worker's request is on its way within this
+
+
+class ActionUnavailable(RuntimeError):
+    """The run cannot do this fault here (no proxy, no cluster, no journal...)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Victim:
+    """The node a node fault kills, what it serves, and (a leader) its followers."""
+
+    node: int
+    what: str
+    followers: tuple[int, ...] = ()
+
+
+@dataclass
+class FaultActions:
+    broker: BrokerProcess | None = None
+    journal: Path | None = None  # the broker's fsync journal (power loss)
+    proxies: dict[int, TcpProxy] = field(default_factory=dict)  # worker -> its proxy
+    cluster: KafkaCluster | None = None
+    victim: Callable[[str], Victim] | None = None  # node action -> the node it kills
+    database: tuple[str, str] | None = None  # (url, table) a db-lock makes unavailable
+    hold_s: float = HOLD_S
+    pause_s: float = PAUSE_S
+    node_down_s: float = NODE_DOWN_S
+    lag_s: float = 0.0  # stall a leader's followers this long before it dies (0: not)
+    # actions of the caller's own (the chaos matrix's two-nodes-down): name -> do(release)
+    extra: dict[str, Callable[[Callable[[], None]], str]] = field(default_factory=dict)
+
+    def apply(self, fault: Fault, release: Callable[[], None]) -> str:
+        """Do ``fault``; what was done, in a few words."""
+        action = fault.action
+        if action == BROKER:
+            return self._broker_restart(fault, release)
+        if action == POWER_LOSS:
+            return self._power_loss(release)
+        if action == DISK_FULL:
+            return self._disk_full(release)
+        if action in NETWORK_ACTIONS:
+            return self._network(fault, release)
+        if action == DB_LOCK:
+            return self._database_lock(release)
+        if action in NODE_ACTIONS:
+            return self._node_down(action, release)
+        if action in self.extra:
+            return self.extra[action](release)
+        raise ActionUnavailable(f"no action {action!r}")
+
+    # -- the embedded broker ---------------------------------------------------------------
+
+    def _require_broker(self, action: str) -> BrokerProcess:
+        if self.broker is None:
+            raise ActionUnavailable(f"{action} faults need the embedded broker")
+        return self.broker
+
+    def _broker_restart(self, fault: Fault, release: Callable[[], None]) -> str:
+        broker = self._require_broker(BROKER)
+        if fault.at_request:  # the request is held: the broker dies before answering it
+            broker.restart(kill=True)
+            return "broker SIGKILLed with the request held, and restarted"
+        release()
+        time.sleep(random.uniform(0.0, IN_FLIGHT_S))  # a request of the worker is in flight
+        broker.restart(kill=True)
+        return "broker SIGKILLed and restarted"
+
+    def _power_loss(self, release: Callable[[], None]) -> str:
+        from onceflow.log.power_loss import simulate_power_loss
+
+        broker = self._require_broker(POWER_LOSS)
+        if self.journal is None:
+            raise ActionUnavailable("power-loss faults need the broker's fsync journal")
+        release()
+        time.sleep(random.uniform(0.0, IN_FLIGHT_S))
+        broker.kill()
+        simulate_power_loss(broker.data_dir, self.journal, random.Random())
+        broker.start()
+        return "broker power loss (files cut to their last fsync)"
+
+    def _disk_full(self, release: Callable[[], None]) -> str:
+        broker = self._require_broker(DISK_FULL)
+        resource.prlimit(broker.pid, resource.RLIMIT_FSIZE, (1, resource.RLIM_INFINITY))
+        try:
+            release()
+            time.sleep(self.hold_s)
+        finally:
+            resource.prlimit(broker.pid, resource.RLIMIT_FSIZE, (resource.RLIM_INFINITY,) * 2)
+        return f"broker's files limited (EFBIG) for {self.hold_s:.0f} s"
+
+    # -- the network -----------------------------------------------------------------------
+
+    def _network(self, fault: Fault, release: Callable[[], None]) -> str:
+        proxy = self.proxies.get(fault.worker)
+        if proxy is None:
+            raise ActionUnavailable(
+                f"{fault.action} faults need a proxy before worker {fault.worker}"
+            )
+        if fault.action == NETWORK:
+            proxy.cut()
+            what = f"network of worker {fault.worker} cut for {self.hold_s:.0f} s"
+        elif fault.action == COORDINATOR_CUT:
+            proxy.cut(coordinator_only=True)
+            what = (f"worker {fault.worker} cut off from its group coordinator for "
+                    f"{self.hold_s:.0f} s")  # fmt: skip
+        elif fault.action == PAUSE:
+            # the worker is frozen (by the run); its connections drop as a paused
+            # process's sessions time out, and its partitions move to the others
+            proxy.cut()
+            what = (f"worker {fault.worker} paused (SIGSTOP) for {self.pause_s:.0f} s, "
+                    "its sessions ended meanwhile")  # fmt: skip
+        else:
+            proxy.delay(DELAY_S)
+            what = (
+                f"network of worker {fault.worker} slowed ({DELAY_S:.1f} s per chunk) for "
+                f"{self.hold_s:.0f} s"
+            )
+        try:
+            release()
+            time.sleep(self.pause_s if fault.action == PAUSE else self.hold_s)
+        finally:
+            proxy.restore()
+        return what
+
+    # -- the database ------------------------------------------------------------------------
+
+    def _database_lock(self, release: Callable[[], None]) -> str:
+        if self.database is None:
+            raise ActionUnavailable("db-lock faults need the pipeline's database")
+        url, table = self.database
+        with hold_unavailable(url, table):
+            release()
+            time.sleep(self.hold_s)
+        return f"database locked for {self.hold_s:.0f} s"
+
+    # -- Apache Kafka nodes --------------------------------------------------------------------
+
+    def _node_down(self, action: str, release: Callable[[], None]) -> str:
+        """SIGKILL the victim's node (a leader once its followers stalled for lag_s: what it
+        acknowledged alone then is not on them) and start it again after node_down_s."""
+        cluster = self.cluster
+        if cluster is None or self.victim is None:
+            raise ActionUnavailable(
+                f"{action} faults need an Apache Kafka cluster this run controls"
+            )
+        victim = self.victim(action)
+        lagging = ""
+        if victim.followers and self.lag_s:
+            release()
+            time.sleep(REPLICATED_S)  # the pipeline's latest input is on every replica
+            for node in victim.followers:
+                cluster.pause(node)
+            try:
+                time.sleep(self.lag_s)
+                cluster.kill(victim.node)
+            finally:
+                for node in victim.followers:
+                    cluster.resume(node)
+            lagging = f" after its followers stalled for {self.lag_s:.1f} s"
+        else:
+            cluster.kill(victim.node)
+            release()
+        time.sleep(self.node_down_s)
+        cluster.heal()
+        return (f"node {victim.node} ({action} of {victim.what}) SIGKILLed{lagging}, back after "
+                f"{self.node_down_s:.0f} s")  # fmt: skip

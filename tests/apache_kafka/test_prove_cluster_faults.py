@@ -1,0 +1,86 @@
+"""``onceflow prove --faults leader|group-coordinator|txn-coordinator`` on the shared 3-node
+Apache Kafka cluster: each finds a pipeline that only it breaks (killing the pipeline, the
+other fault kinds, never do: shown on the embedded broker), and the fixed twin holds.
+
+* leader: a copier producing with acks=1 (examples/prove/faults/output_copier.py) loses
+  what the leader acknowledged alone: the leader's followers stall, then it dies;
+* txn-coordinator, group-coordinator: a transactional copier that aborts a failed commit
+  (its 5 s timeouts run out while the coordinator's node is down: the transaction's, or
+  the group's for its offsets) and goes on without rewinding (transactional_copier.py)
+  loses the aborted batch; ``--rewind`` (retry, or seek back to the committed offsets)
+  holds.
+
+Each proof is one trial with the fault at a fixed point (``kills``), the schedule a
+``--quick`` proof draws; the fault's node is down 8 s (the cluster fences a dead node
+after 6 s) and every node is back before the next test.
+
+The coordinator cases run under ``make stress`` only: whether the broken copier loses its
+batch depends on where its transaction was when the node died (a commit that reached the
+transaction log completes on the new coordinator; an abort can meet the commit's requests
+still in flight, and librdkafka refuses it: the copier crashes and resumes from its
+committed offsets, losing nothing). In the last three runs of this file here the broken
+copier was found under both coordinator faults once, under one of them once, under
+neither once; the leader case, found in every run, stays in ``make test``.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+from onceflow.testing import prove
+
+FAULTS = Path(__file__).resolve().parents[2] / "examples" / "prove" / "faults"
+COPIER = (["topic:orders-copy"], None, "missing")
+STRESS = bool(os.environ.get("ONCEFLOW_STRESS"))
+CASES = {
+    "leader": (["output_copier.py", "--acks", "1"], ["output_copier.py", "--idempotent"],
+               *COPIER),
+    "txn-coordinator": (["transactional_copier.py"], ["transactional_copier.py", "--rewind"],
+                        *COPIER),
+    "group-coordinator": (["transactional_copier.py"],
+                          ["transactional_copier.py", "--rewind"], *COPIER),
+}  # fmt: skip
+
+
+RACY = pytest.mark.skipif(
+    not STRESS,
+    reason="found in some runs only (a race in the client's transaction state): make stress",
+)
+FAULT_CASES = [pytest.param(f, marks=() if f == "leader" else RACY) for f in CASES]
+
+
+def proof(fault: str, command: list[str], tmp_path: Path, **options: object):
+    _, _, outputs, schema, _ = CASES[fault]
+    return prove(
+        "command", command=[sys.executable, *command], directory=FAULTS, input_topic="orders",
+        outputs=outputs, schema=FAULTS / schema if schema else None, records=300,
+        work_dir=tmp_path, **options,
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize("fault", FAULT_CASES)
+def test_the_fault_finds_the_pipeline_only_it_breaks(apache_kafka_cluster, fault, tmp_path):
+    broken, _, _, _, anomaly = CASES[fault]
+    found = proof(fault, broken, tmp_path, cluster=apache_kafka_cluster, faults=(fault,),
+                  kills=f"{fault}/progress:60")  # fmt: skip
+    assert not found.held, found.verdict()
+    assert found.failure is not None and found.failure.trial.report.counts[anomaly] > 0
+
+
+@pytest.mark.parametrize("fault", FAULT_CASES)
+def test_the_fixed_pipeline_holds_through_the_fault(apache_kafka_cluster, fault, tmp_path):
+    _, fixed, _, _, _ = CASES[fault]
+    held = proof(fault, fixed, tmp_path, cluster=apache_kafka_cluster, faults=(fault,),
+                 kills=f"{fault}/progress:60")  # fmt: skip
+    assert held.held and held.complete, held.verdict()
+
+
+@pytest.mark.parametrize("fault", CASES)
+def test_killing_the_broken_pipeline_does_not_break_it(fault, tmp_path):
+    broken, _, _, _, _ = CASES[fault]
+    held = proof(fault, broken, tmp_path, quick=True, seed=7)
+    assert held.held and held.complete, held.verdict()

@@ -1,0 +1,37 @@
+"""Small pieces of the fault engine: the pause fault's text, which worker a pause stops, and
+which process group a Spark crash point kills."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+from onceflow.crash_points import SESSION_GROUP, _crash_group
+from onceflow.faults.commit_traps import CommitTrapControl
+from onceflow.faults.schedule import NETWORK_ACTIONS, PAUSE, PROGRESS, parse_fault
+
+
+def test_pause_is_a_fault_that_needs_a_proxy() -> None:
+    fault = parse_fault("pause/progress:19@2")
+    assert (fault.action, fault.trigger, fault.occurrence, fault.worker) == (
+        PAUSE, PROGRESS, 19, 2)  # fmt: skip
+    assert str(fault) == "pause/progress:19@2"
+    assert PAUSE in NETWORK_ACTIONS  # its connections drop while it is stopped
+
+
+def test_the_busiest_worker_is_the_one_that_committed_outputs_last(tmp_path: Path) -> None:
+    control = CommitTrapControl(tmp_path, workers=3)
+    assert control.busiest() is None
+    for worker in (3, 1):
+        (tmp_path / f"seen-{worker}").touch()
+        time.sleep(0.01)
+    assert control.busiest() == 1
+    os.utime(tmp_path / "seen-3")  # worker 3 commits again
+    assert control.busiest() == 3
+
+
+def test_a_spark_crash_point_kills_the_group_it_is_told() -> None:
+    assert _crash_group(None) is None and _crash_group("") is None
+    assert _crash_group("1234") == 1234
+    assert _crash_group(SESSION_GROUP) == os.getsid(0)
