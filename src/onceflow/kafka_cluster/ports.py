@@ -2,15 +2,28 @@
 
 A restarted node must get its old ports back; a port from the ephemeral range could by
 then be the local end of some client's connection, so ports come from below that range.
+
+A port is free when it is chosen and taken a moment later, by a server that is still
+starting (a broker's process, a JVM): meanwhile another process (a parallel test) could
+choose it too. So every choice is noted in a folder shared by the machine's processes,
+under a lock, and a port chosen in the last ``RESERVED_S`` is not chosen again.
 """
 
 from __future__ import annotations
 
+import fcntl
+import os
 import random
 import socket
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 _LOWEST = 10000
+RESERVED_S = 300.0  # longer than any server here takes to bind what it was given
+_CHOSEN = Path(tempfile.gettempdir()) / "onceflow-ports"
 
 
 def free_ports(count: int, host: str = "127.0.0.1") -> list[int]:
@@ -18,14 +31,40 @@ def free_ports(count: int, host: str = "127.0.0.1") -> list[int]:
     candidates = list(range(_LOWEST, max(low, _LOWEST + 1000)))
     random.shuffle(candidates)
     ports: list[int] = []
-    for port in candidates:
-        if len(ports) == count:
-            break
-        if is_free(port, host):
-            ports.append(port)
+    with _choosing() as chosen_lately:
+        for port in candidates:
+            if len(ports) == count:
+                break
+            if port not in chosen_lately and is_free(port, host):
+                ports.append(port)
+                (_CHOSEN / str(port)).touch()
     if len(ports) < count:
         raise OSError(f"found only {len(ports)} of {count} free ports on {host}")
     return ports
+
+
+@contextmanager
+def _choosing() -> Iterator[set[int]]:
+    """The machine-wide lock on choosing ports, and the ports chosen lately (older notes
+    are removed)."""
+    _CHOSEN.mkdir(exist_ok=True)
+    lock = os.open(_CHOSEN / ".lock", os.O_CREAT | os.O_RDWR, 0o666)
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        lately, now = set(), time.time()
+        for note in _CHOSEN.iterdir():
+            if not note.name.isdigit():
+                continue
+            try:
+                if now - note.stat().st_mtime < RESERVED_S:
+                    lately.add(int(note.name))
+                else:
+                    note.unlink()
+            except FileNotFoundError:
+                continue
+        yield lately
+    finally:
+        os.close(lock)  # (releases the lock)
 
 
 def free_port(host: str = "127.0.0.1") -> int:
