@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from onceflow.faults.results import Landing
 from onceflow.faults.schedule import (
     BROKER,
     KILL,
@@ -236,7 +237,7 @@ def test_a_spark_job_names_the_steps_of_the_sinks_it_uses() -> None:
 
 
 def fake_proof(tmp_path: Path, broken: bool):
-    from onceflow.faults.results import Landing, RunResult
+    from onceflow.faults.results import RunResult
     from onceflow.faults.workers import Ending, Life
     from onceflow.prove.proof import Failure, Proof
     from onceflow.prove.trial import TrialResult
@@ -286,8 +287,6 @@ def test_reports_say_the_verdict_everywhere(broken: bool, tmp_path: Path) -> Non
 
 
 def test_a_proof_with_a_fault_that_never_landed_says_it_is_incomplete(tmp_path: Path) -> None:
-    from onceflow.faults.results import Landing
-
     proof = fake_proof(tmp_path, broken=False)
     missed = Fault("after_kafka_commit", 3)
     trial = proof.trials[0]
@@ -296,3 +295,23 @@ def test_a_proof_with_a_fault_that_never_landed_says_it_is_incomplete(tmp_path: 
                                       "before it"))  # fmt: skip
     assert not proof.complete
     assert "INCOMPLETE: 2 of 3 planned faults landed (the pipeline drained" in proof.verdict()
+
+
+def test_duplicates_after_only_coordinator_cuts_blame_an_unfenced_zombie(tmp_path: Path) -> None:
+    from types import SimpleNamespace
+
+    from onceflow.faults.schedule import COORDINATOR_CUT
+    from onceflow.prove.explain import explain
+
+    target = SimpleNamespace(
+        plan=None, sources={}, outputs=[], mapping=SimpleNamespace(id_field="id")
+    )
+    proof = fake_proof(tmp_path, broken=True)
+    broken = proof.trials[1]
+    assert "a zombie's writes not fenced" not in [c.name for c in explain(target, [broken])]
+    cut = Fault(PROGRESS, 8, COORDINATOR_CUT)
+    broken.schedule = (cut,)
+    broken.run.landings[:] = [Landing(cut, True, 1.0, 2)]
+    causes = explain(target, [broken])
+    assert [c.name for c in causes] == ["a zombie's writes not fenced"]
+    assert "compare-and-set" in causes[0].fix

@@ -3,13 +3,13 @@ seek to them whenever they are assigned partitions (the offsets-in-the-database 
 but never check, when they commit, that the partition is still theirs.
 
     onceflow prove command --input orders --output table:orders --schema schema.sql \\
-        --workers 2 --faults network --quick -- python unfenced_consumer.py [--fenced]
+        --workers 2 --faults coordinator-cut --quick -- python unfenced_consumer.py [--fenced]
 
-Broken: a worker cut off from Kafka loses its group membership (its session ends, here at
-once; in production after session.timeout.ms) and another worker takes its partitions from
-the offsets in SQLite, while the first still holds records it had fetched: it writes them
-too, and moves the stored offsets back. Killing workers cannot show this: a dead worker
-writes nothing. Cutting one off does (``--faults network``).
+Broken: a worker cut off from its group coordinator loses its group membership (its
+session ends, here at once; in production after session.timeout.ms) and another worker
+takes its partitions from the offsets in SQLite, while the first still fetches them: both
+write the same records, and each moves the stored offsets. Killing workers cannot show
+this: a dead worker writes nothing. Cutting one off does (``--faults coordinator-cut``).
 
 Fixed (``--fenced``): the offset update is a compare-and-set (the offset the batch started
 from must still be stored); a batch whose partition moved on is rolled back, and the worker

@@ -5,7 +5,9 @@ it may SIGKILL and start again, with the fsync journal a power loss needs), one 
 worker (network cuts and delays), an Apache Kafka cluster and how to find a fault's victim
 node, and the database a lock makes unavailable. ``apply`` does one fault; ``release`` is
 how it lets a paused worker go on at the right moment (for a fault triggered by output
-growth nothing is paused and ``release`` does nothing).
+growth nothing is paused and ``release`` does nothing); ``load(batches)`` is how it lets
+in the input the pipeline works on while the fault lasts (a fault strikes a pipeline under
+load).
 """
 
 from __future__ import annotations
@@ -14,11 +16,12 @@ import random
 import resource
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from onceflow.faults.databases import hold_unavailable
+from onceflow.faults.group_watch import GroupShape, GroupWatch
 from onceflow.faults.proxy import TcpProxy
 from onceflow.faults.schedule import (
     BROKER,
@@ -43,6 +46,9 @@ HOLD_S = 3.0  # how long a network cut, a delay, a full disk or a database lock 
 DELAY_S = 0.5  # how long each chunk of data waits while the network is slow
 PAUSE_S = 5.0  # a paused worker is stopped this long: its group rebalances without it
 NODE_DOWN_S = 4.0  # how long a killed Apache Kafka node stays down
+MOVED_ON_S = 30.0  # a coordinator cut waits at most this long for the group to move on
+WATCH_S = 0.1  # how often it looks
+UNDER_FAULT = 2  # batches of input let in for the pipeline to work on while a fault lasts
 IN_FLIGHT_S = 0.02  # a released worker's request is on its way within this
 
 
@@ -67,6 +73,7 @@ class FaultActions:
     cluster: KafkaCluster | None = None
     victim: Callable[[str], Victim] | None = None  # node action -> the node it kills
     database: tuple[str, str] | None = None  # (url, table) a db-lock makes unavailable
+    bootstrap: str | None = None  # the run's own clients' way in (a cut watches the groups)
     hold_s: float = HOLD_S
     pause_s: float = PAUSE_S
     node_down_s: float = NODE_DOWN_S
@@ -74,9 +81,15 @@ class FaultActions:
     # actions of the caller's own (the chaos matrix's two-nodes-down): name -> do(release)
     extra: dict[str, Callable[[Callable[[], None]], str]] = field(default_factory=dict)
 
-    def apply(self, fault: Fault, release: Callable[[], None]) -> str:
+    def apply(
+        self, fault: Fault, release: Callable[[], None],
+        load: Callable[[int], None] = lambda _batches: None,
+    ) -> str:  # fmt: skip
         """Do ``fault``; what was done, in a few words."""
         action = fault.action
+        if action == COORDINATOR_CUT:  # loads once its worker is a zombie
+            return self._coordinator_cut(fault, release, load)
+        load(UNDER_FAULT)
         if action == BROKER:
             return self._broker_restart(fault, release)
         if action == POWER_LOSS:
@@ -135,19 +148,19 @@ class FaultActions:
 
     # -- the network -----------------------------------------------------------------------
 
-    def _network(self, fault: Fault, release: Callable[[], None]) -> str:
+    def _proxy(self, fault: Fault) -> TcpProxy:
         proxy = self.proxies.get(fault.worker)
         if proxy is None:
             raise ActionUnavailable(
                 f"{fault.action} faults need a proxy before worker {fault.worker}"
             )
+        return proxy
+
+    def _network(self, fault: Fault, release: Callable[[], None]) -> str:
+        proxy = self._proxy(fault)
         if fault.action == NETWORK:
             proxy.cut()
             what = f"network of worker {fault.worker} cut for {self.hold_s:.0f} s"
-        elif fault.action == COORDINATOR_CUT:
-            proxy.cut(coordinator_only=True)
-            what = (f"worker {fault.worker} cut off from its group coordinator for "
-                    f"{self.hold_s:.0f} s")  # fmt: skip
         elif fault.action == PAUSE:
             # the worker is frozen (by the run); its connections drop as a paused
             # process's sessions time out, and its partitions move to the others
@@ -166,6 +179,53 @@ class FaultActions:
         finally:
             proxy.restore()
         return what
+
+    def _coordinator_cut(
+        self, fault: Fault, release: Callable[[], None], load: Callable[[int], None]
+    ) -> str:
+        """Once the groups are stable with every worker in, cut a worker off from its group
+        coordinator (the fault's worker, or one that owns partitions if it owns none) until
+        the rest of its group owns its partitions: from then on it is a zombie that still
+        fetches them. Half of hold_s later (the new owners have read where to start) a
+        batch of input comes in, and for the other half both write it."""
+        watch = GroupWatch(self.bootstrap) if self.bootstrap is not None else None
+        hosts = [proxy.source for proxy in self.proxies.values() if proxy.source is not None]
+        before = watch.settled(MOVED_ON_S, hosts) if watch is not None else {}
+        worker = self._owner(before, fault.worker)
+        proxy = self._proxy(replace(fault, worker=worker))
+        started = time.monotonic()
+        proxy.cut(coordinator_only=True)
+        moved = ""
+        try:
+            release()
+            if watch is not None and before:
+                while not watch.moved_on(before, proxy.source):
+                    if time.monotonic() - started > MOVED_ON_S:
+                        moved = f"; its group had not moved on after {MOVED_ON_S:.0f} s"
+                        break
+                    time.sleep(WATCH_S)
+                else:
+                    moved = f"; its group moved on after {time.monotonic() - started:.1f} s"
+            time.sleep(self.hold_s / 2)
+            load(1)  # a batch both write: more would cost the faults after it their input
+            time.sleep(self.hold_s / 2)
+        finally:
+            proxy.restore()
+        return (f"worker {worker} cut off from its group coordinator{moved}, then "
+                f"{self.hold_s:.0f} s more with input")  # fmt: skip
+
+    def _owner(self, groups: dict[str, GroupShape], worker: int) -> int:
+        """``worker`` if it owns partitions of a group, else the first worker that does
+        (``worker`` when none does, or the hosts are not known)."""
+
+        def owns(n: int) -> bool:
+            proxy = self.proxies.get(n)
+            host = proxy.source if proxy is not None else None
+            return host is not None and any(shape.owns(host) for shape in groups.values())
+
+        if owns(worker):
+            return worker
+        return next((n for n in sorted(self.proxies) if owns(n)), worker)
 
     # -- the database ------------------------------------------------------------------------
 

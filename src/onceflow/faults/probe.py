@@ -21,6 +21,7 @@ from onceflow.faults.inotify import JournalDeletions
 from onceflow.faults.outputs import Output
 
 SLOW_COUNT_S = 0.02
+OWN_GROUP_PREFIX = "onceflow-"  # the groups of onceflow's own clients (the probe, topics)
 
 
 class OutputProbe:
@@ -205,7 +206,7 @@ def group_committed_to_end(bootstrap: str, topic: str) -> bool:
         }
         groups = admin.list_consumer_groups(request_timeout=5).result().valid
         for group in groups:
-            if group.group_id.startswith("onceflow-"):
+            if group.group_id.startswith(OWN_GROUP_PREFIX):
                 continue
             request = [ConsumerGroupTopicPartitions(group.group_id, partitions)]
             result = admin.list_consumer_group_offsets(request, request_timeout=5)
@@ -226,27 +227,6 @@ def _read(path: Path, offset: int, size: int) -> bytes:
             return file.read(size)
     except OSError:
         return b""
-
-
-def consuming_groups(bootstrap: str) -> dict[str, set[str]]:
-    """The consumer groups with members, and the topics their members are assigned."""
-    from confluent_kafka import KafkaException
-    from confluent_kafka.admin import AdminClient
-
-    admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 0})
-    try:
-        listings = admin.list_consumer_groups(request_timeout=5).result().valid
-        ids = [g.group_id for g in listings if not g.group_id.startswith("onceflow-")]
-        found: dict[str, set[str]] = {}
-        for group_id, future in admin.describe_consumer_groups(ids).items() if ids else ():
-            members = future.result(5).members
-            topics = {tp.topic for m in members if m.assignment
-                      for tp in m.assignment.topic_partitions}  # fmt: skip
-            if members:
-                found[group_id] = topics
-        return found
-    except KafkaException:
-        return {}
 
 
 def groups_committed_on(bootstrap: str, topics: list[str]) -> list[str]:

@@ -7,7 +7,9 @@ talks to its group coordinator on a connection of its own): the worker loses its
 while it still fetches from the partition leader, the partition a multi-broker network can
 split a client along. ``delay(seconds)`` holds every chunk of data back that long in both
 directions (a congested or far link). The proxy reads the size and API key of each
-request the client sends, nothing else.
+request the client sends, nothing else. With ``source`` it connects to the broker from
+that address (any of 127.0.0.0/8 on loopback), so that the broker sees each proxied
+worker as a host of its own.
 """
 
 from __future__ import annotations
@@ -17,8 +19,10 @@ import contextlib
 import struct
 import threading
 
-# FindCoordinator, JoinGroup, Heartbeat, LeaveGroup, SyncGroup, ConsumerGroupHeartbeat
-COORDINATION_APIS = frozenset({10, 11, 12, 13, 14, 68})
+# JoinGroup, Heartbeat, LeaveGroup, SyncGroup, ConsumerGroupHeartbeat. Not FindCoordinator:
+# a client sends it on any connection, the one it fetches on too, and a client split from
+# its coordinator's broker still gets an answer from the others
+COORDINATION_APIS = frozenset({11, 12, 13, 14, 68})
 
 
 class _Link:
@@ -56,9 +60,12 @@ class _Link:
 
 
 class TcpProxy:
-    def __init__(self, listen: tuple[str, int], target: tuple[str, int]) -> None:
+    def __init__(
+        self, listen: tuple[str, int], target: tuple[str, int], source: str | None = None
+    ) -> None:
         self.listen = listen
         self.target = target
+        self.source = source
         self._cut: str | None = None  # None, "all", "coordinator"
         self._delay = 0.0
         self._links: set[_Link] = set()
@@ -81,7 +88,8 @@ class TcpProxy:
             writer.transport.abort()
             return
         try:
-            up_reader, up_writer = await asyncio.open_connection(*self.target)
+            local = (self.source, 0) if self.source is not None else None
+            up_reader, up_writer = await asyncio.open_connection(*self.target, local_addr=local)
         except OSError:
             writer.transport.abort()
             return

@@ -34,7 +34,6 @@ from onceflow.protocol.codec import api_name
 
 POLL_S = 0.005
 ARMED_POLL_S = 0.001  # watching for the next commit to kill right after it
-UNDER_FAULT = 2  # batches of input let in for the pipeline to work on while a fault lasts
 COMMIT_WAIT_S = 0.05  # a kill waiting for the next commit waits this long at a time
 WATCH_WINDOW = 10  # input records let in for the commit a kill timed by outputs waits for
 REQUEST_WINDOW = 20  # input records let in at a time while a request trap waits
@@ -200,7 +199,7 @@ class FaultRun:
                 self._land(armed, False, f"the worker {life.ending} before reaching it")
         if life.ending is Ending.SIGKILL_UNEXPECTED:
             raise RunError(f"worker {worker.index} was SIGKILLed by someone else; see "
-                           f"{self._log_of(worker)}")  # fmt: skip
+                           f"{worker.log_path}")  # fmt: skip
         if life.ending is Ending.CRASHED:
             self._crashed(worker, life)
         elif life.ending is Ending.EXITED:
@@ -242,10 +241,7 @@ class FaultRun:
         self.result.restarts += 1
 
     def _last_line(self, worker: Worker) -> str:
-        return f"{worker.last_error_line} (see {self._log_of(worker)})"
-
-    def _log_of(self, worker: Worker) -> Path | None:
-        return worker.log_path
+        return f"{worker.last_error_line} (see {worker.log_path})"
 
     # -- faults -------------------------------------------------------------------------------
 
@@ -370,10 +366,8 @@ class FaultRun:
         self.commit_watch = None
 
     def _apply(self, fault: Fault, release: Callable[[], None], held: str = "") -> None:
-        """Do a fault other than a kill; the run waits for it, so first let in the input
-        the pipeline works on meanwhile (a fault strikes a pipeline under load)."""
-        if self.pace is not None:
-            self.pace(self.outputs + UNDER_FAULT * self.batch_hint + self.slack)
+        """Do a fault other than a kill; the run waits for it, and the fault lets in the
+        input the pipeline works on meanwhile (a fault strikes a pipeline under load)."""
         paused = None
         if fault.action == PAUSE:  # the worker at work now, if the run can tell
             busiest = self.commit_traps.busiest() if self.commit_traps is not None else None
@@ -381,7 +375,7 @@ class FaultRun:
             paused = self.workers[fault.worker - 1]
             paused.freeze()
         try:
-            note = self.actions.apply(fault, release)
+            note = self.actions.apply(fault, release, self._load_under_fault)
         except ActionUnavailable as error:
             release()
             self._land(fault, False, str(error))
@@ -390,6 +384,12 @@ class FaultRun:
             if paused is not None:
                 paused.thaw()
         self._land(fault, True, f"{held}; {note}" if held else note)
+        self.outputs_at_fault = max(self.outputs, self._count())  # progress counts from its end
+
+    def _load_under_fault(self, batches: int) -> None:
+        if self.pace is not None:
+            outputs = max(self.outputs, self._count())
+            self.pace(outputs + batches * self.batch_hint + self.slack)
 
     # -- pacing and the end ---------------------------------------------------------------------
 

@@ -13,10 +13,11 @@ A fault is written ``[ACTION/]TRIGGER:N[@WORKER]``:
   again a few seconds later; ``power-loss``, ``disk-full`` and ``db-lock`` are the chaos
   matrix's faults of the broker's files and of the database.
 * TRIGGER:N is when: ``progress:N`` once the outputs grew by N records since the previous
-  fault; ``time:N`` N milliseconds into the life it is armed for; a crash point name
-  (``after_db_commit:2``, see ``onceflow.crash_points``) the N-th time the worker reaches
-  it in this life: a ``kill`` there is the worker SIGKILLing itself, any other action
-  pauses the worker there, happens, and lets it go on; a Spark sink step
+  fault (since its end, for one that lasts); ``time:N`` N milliseconds into the life it
+  is armed for; a crash point name (``after_db_commit:2``, see ``onceflow.crash_points``)
+  the N-th time the worker reaches it in this life: a ``kill`` there is the worker
+  SIGKILLing itself, any other action pauses the worker there, happens, and lets it go
+  on; a Spark sink step
   (``database.after_commit:3``) when micro-batch N reaches it; a request trap, named after
   the Kafka API and whether the broker has it but not applied it (``_sent``) or applied it
   and not answered it (``_applied``): ``offset_commit_sent:2`` when the worker's 2nd

@@ -5,7 +5,8 @@ of one trial is seen by the next) and runs with ``onceflow.group.leave.on.discon
 a SIGKILLed ``subscribe()`` consumer leaves its group at once and its restarted twin gets
 its partitions without waiting out ``session.timeout.ms`` (docs/groups.md). Each worker
 has a listener of its own, so the broker's request traps know whose request they hold;
-with network faults each worker reaches its listener through a proxy of its own; with
+with network faults each worker reaches its listener through a proxy of its own, which
+connects from an address of its own (the group members show whose they are); with
 power-loss faults the broker journals its fsyncs.
 
 A cluster (``--bootstrap``, ``--kafka-cluster`` or a ``KafkaCluster`` from a test) is
@@ -97,12 +98,20 @@ def embedded_broker(
         except RuntimeError as error:
             raise ProveFailure(f"the embedded broker did not start: {error}") from None
         cluster = TrialCluster(f"127.0.0.1:{ports[0]}", traps=TrapControl(traps, workers))
+        actions.bootstrap = cluster.bootstrap
         for n in range(1, workers + 1):
             cluster.worker_bootstrap[n] = advertised[n]
             if proxied:
-                proxy = TcpProxy(("127.0.0.1", ports[workers + n]), ("127.0.0.1", ports[n]))
+                proxy = TcpProxy(("127.0.0.1", ports[workers + n]), ("127.0.0.1", ports[n]),
+                                 source=worker_host(n))  # fmt: skip
                 actions.proxies[n] = stack.enter_context(proxy)
         yield cluster
+
+
+def worker_host(worker: int) -> str:
+    """The loopback address worker N's proxy connects from: the host its group members
+    show (a fault engine tells them apart by it)."""
+    return f"127.0.0.{10 + worker}"
 
 
 def shared_cluster(

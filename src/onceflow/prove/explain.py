@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from onceflow.faults.schedule import COORDINATOR_CUT, PAUSE
 from onceflow.patterns.guarantees import CommitTiming, Pattern
 
 if TYPE_CHECKING:
@@ -40,6 +41,7 @@ JAVA_CONSUMER = re.compile(r"\bnew\s+KafkaConsumer\b")
 KAFKAJS_RUN = re.compile(r"\.run\(\s*\{")
 CONSUMER_NAME = re.compile(r"\b(\w+)\s*=\s*(?:[\w.]+\.)?(?:Deserializing)?Consumer\s*\(")
 DATABASE_NAME = re.compile(r"\b(\w+)\s*=\s*(?:sqlite3|psycopg|psycopg2)\.connect\s*\(")
+ZOMBIE_FAULTS = (COORDINATOR_CUT, PAUSE)  # a worker goes on after its partitions moved
 
 
 def _calls(pattern: re.Pattern[str], text: str) -> list[int]:
@@ -90,8 +92,31 @@ def explain(target: Target, trials: Sequence[TrialResult]) -> list[Cause]:
     for name, text in target.sources.items():
         causes += _source_causes(name, text, target, lost, duplicated)
     if duplicated:
-        causes += _missing_unique_keys(trials, target)
+        zombie = _zombie(trials)
+        causes += zombie
+        causes += _missing_unique_keys(trials, target, offsets_advice=not zombie)
     return list(dict.fromkeys(causes))
+
+
+def _zombie(trials: Sequence[TrialResult]) -> list[Cause]:
+    """Duplicates in a trial whose only faults left a worker running after its partitions
+    had moved to another: nobody died, two wrote."""
+    for trial in trials:
+        landed = trial.landed
+        if not trial.report.counts.get("duplicated") or not landed:
+            continue
+        if all(fault.action in ZOMBIE_FAULTS for fault in landed):
+            faults = ", ".join(sorted({fault.action for fault in landed}))
+            return [Cause(
+                "a zombie's writes not fenced",
+                f"trial {trial.number} duplicated with no worker killed, only {faults}: a "
+                "worker whose partitions another worker had taken over went on writing the "
+                "records it had fetched",
+                "fence each write: commit it only if the stored offset is still where the "
+                "batch began (a compare-and-set in the same transaction), or give the output "
+                "a unique key; Kafka transactions fence a zombie by its producer epoch",
+            )]  # fmt: skip
+    return []
 
 
 def _runner_causes(target: Target, lost: bool, duplicated: bool) -> list[Cause]:
@@ -178,9 +203,12 @@ def _source_causes(
     return causes
 
 
-def _missing_unique_keys(trials: Sequence[TrialResult], target: Target) -> list[Cause]:
+def _missing_unique_keys(
+    trials: Sequence[TrialResult], target: Target, offsets_advice: bool = True
+) -> list[Cause]:
     """Duplicated rows in a table without a unique key on the id column."""
     causes = []
+    also = " (or keep the offsets in the same transaction)" if offsets_advice else ""
     column = target.mapping.id_field.split(".")[0]
     for trial in trials:
         if trial.database is None:
@@ -193,7 +221,6 @@ def _missing_unique_keys(trials: Sequence[TrialResult], target: Target) -> list[
                     "missing unique key",
                     f"table {output.name} has no PRIMARY KEY or UNIQUE index on {column}: "
                     "a redelivered event is inserted again",
-                    f"add UNIQUE ({column}) and INSERT ... ON CONFLICT DO NOTHING (or keep "
-                    "the offsets in the same transaction)",
+                    f"add UNIQUE ({column}) and INSERT ... ON CONFLICT DO NOTHING{also}",
                 ))  # fmt: skip
     return causes

@@ -8,7 +8,8 @@ from collections.abc import Callable
 
 from onceflow.faults.actions import ActionUnavailable, Victim
 from onceflow.faults.failover import leader_victim
-from onceflow.faults.probe import consuming_groups, groups_committed_on
+from onceflow.faults.group_watch import consuming_groups
+from onceflow.faults.probe import groups_committed_on
 from onceflow.faults.schedule import GROUP_COORDINATOR, LEADER, TXN_COORDINATOR
 from onceflow.prove.brokers import TrialCluster
 from onceflow.prove.target import Target
