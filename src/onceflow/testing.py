@@ -29,7 +29,10 @@ Apache Kafka itself (the release ``onceflow.kafka_cluster`` pins, from Maven's j
   xdist group ``"apache-kafka"`` (``make test`` runs ``--dist loadgroup``), so the
   session starts three JVMs once, not once per worker, and a test may kill nodes without
   disturbing a test on another worker. A test that kills or stops nodes brings them back
-  (``cluster.heal()``) before it ends; ``apache_kafka_topic_factory`` heals too.
+  (``cluster.heal()``) before it ends; ``apache_kafka_topic_factory`` heals too. A module
+  marked ``pytest.mark.apache_kafka_group("NAME")`` goes into group ``"apache-kafka-NAME"``
+  instead: it gets a worker and a cluster of its own, so that long cluster tests of
+  different modules run side by side.
 * ``apache_kafka_topic_factory`` — like ``kafka_topic_factory`` on that cluster, with
   replication factor 3 by default.
 
@@ -224,12 +227,22 @@ def kafka_broker_process(kafka_broker_factory: Callable[..., BrokerProcess]) -> 
 # --------------------------------------------------------------------------- Apache Kafka
 
 APACHE_KAFKA_GROUP = "apache-kafka"
+CLUSTER_GROUP_MARK = "apache_kafka_group"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers",
+        f"{CLUSTER_GROUP_MARK}(name): the module's Apache Kafka tests share a cluster and an "
+        "xdist worker of their own (group apache-kafka-NAME)",
+    )
 
 
 @pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Under ``--dist loadgroup``, every test using the Apache Kafka cluster joins the one
-    group ``"apache-kafka"``, so one xdist worker runs them all (and starts one cluster).
+    group ``"apache-kafka"`` (or ``"apache-kafka-NAME"``, marked ``apache_kafka_group``),
+    so one xdist worker runs them all (and starts one cluster).
 
     pytest-xdist names an item's group after all its ``xdist_group`` marks (module's and
     test's, joined) by suffixing its node id; this hook runs after that and replaces the
@@ -240,15 +253,18 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     if not getattr(config.option, "loadgroup", False):
         return
     for item in items:
-        if "apache_kafka_cluster" not in getattr(item, "fixturenames", ()):
-            continue
         names = {
             str(mark.args[0] if mark.args else mark.kwargs.get("name", "default"))
             for mark in item.iter_markers("xdist_group")
         }
+        uses = "apache_kafka_cluster" in getattr(item, "fixturenames", ())
+        if not uses and APACHE_KAFKA_GROUP not in names:
+            continue
+        own = item.get_closest_marker(CLUSTER_GROUP_MARK)
+        group = f"{APACHE_KAFKA_GROUP}-{own.args[0]}" if own is not None else APACHE_KAFKA_GROUP
         suffix = "@" + "_".join(sorted(names)) if names else ""
         base = item.nodeid.removesuffix(suffix) if suffix else item.nodeid
-        item._nodeid = f"{base}@{APACHE_KAFKA_GROUP}"  # type: ignore[attr-defined]
+        item._nodeid = f"{base}@{group}"  # type: ignore[attr-defined]
 
 
 @pytest.fixture(scope="session")

@@ -1,5 +1,6 @@
 """Under ``-n 2 --dist loadgroup`` every test using ``apache_kafka_cluster`` runs on one
-worker, whatever xdist groups its module or the test itself already carry."""
+worker, whatever xdist groups its module or the test itself already carry; a module marked
+``apache_kafka_group("b")`` runs its cluster tests in a group of their own."""
 
 from __future__ import annotations
 
@@ -22,7 +23,7 @@ CONFTEST = textwrap.dedent(
         def write(kind):
             worker = os.environ.get("PYTEST_XDIST_WORKER", "none")
             with open(os.environ["WORKERS_FILE"], "a") as file:
-                file.write(f"{kind} {worker} {request.node.name}\\n")
+                file.write(f"{kind} {worker} {request.node.nodeid}\\n")
         return write
     """
 )
@@ -70,12 +71,28 @@ OTHER_MODULE = textwrap.dedent(
 )
 
 
+SECOND_CLUSTER_MODULE = textwrap.dedent(
+    """
+    import time
+    import pytest
+
+    pytestmark = pytest.mark.apache_kafka_group("b")
+
+    @pytest.mark.parametrize("n", range(4))
+    def test_cluster(n, apache_kafka_cluster, record):
+        time.sleep(0.2)
+        record("cluster-b")
+    """
+)
+
+
 def test_every_apache_kafka_test_runs_on_one_worker(tmp_path):
     project = tmp_path / "project"
     project.mkdir()
     (project / "conftest.py").write_text(CONFTEST)
     (project / "test_grouped.py").write_text(GROUPED_MODULE)
     (project / "test_other.py").write_text(OTHER_MODULE)
+    (project / "test_second_cluster.py").write_text(SECOND_CLUSTER_MODULE)
     result = subprocess.run(
         [sys.executable, "-m", "pytest", "-n", "2", "--dist", "loadgroup", "-q",
          "-p", "no:cacheprovider"],
@@ -87,4 +104,8 @@ def test_every_apache_kafka_test_runs_on_one_worker(tmp_path):
     cluster_workers = {worker for kind, worker, _ in lines if kind == "cluster"}
     assert len([line for line in lines if line[0] == "cluster"]) == 16
     assert len(cluster_workers) == 1, lines
+    assert all(node.endswith("@apache-kafka") for kind, _, node in lines if kind == "cluster")
+    second = [(worker, node) for kind, worker, node in lines if kind == "cluster-b"]
+    assert len(second) == 4 and len({worker for worker, _ in second}) == 1, lines
+    assert all(node.endswith("@apache-kafka-b") for _, node in second)
     assert {worker for _, worker, _ in lines} == {"gw0", "gw1"}  # the rest still spreads
