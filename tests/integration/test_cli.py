@@ -162,23 +162,24 @@ CLUSTER_COMMANDS = [
 
 
 def test_every_command_against_a_stopped_broker_is_one_line_and_exit_2():
+    """Reported as soon as every broker refused: "cannot reach ...: Connection refused"
+    comes from librdkafka's all-brokers-down event; the request timeout would say "no
+    answer from ... within 15 s" instead (no wall-clock bound: a loaded machine takes
+    seconds to start the CLI)."""
     nowhere = f"127.0.0.1:{free_port()},127.0.0.1:{free_port()}"  # nothing listens there
 
-    def attempt(command: list[str]) -> tuple[list[str], float, subprocess.CompletedProcess]:
-        started = time.monotonic()
-        result = onceflow(*command, "--bootstrap", nowhere)
-        return command, time.monotonic() - started, result
+    def attempt(command: list[str]) -> tuple[list[str], subprocess.CompletedProcess]:
+        return command, onceflow(*command, "--bootstrap", nowhere)
 
     with ThreadPoolExecutor(4) as pool:
         outcomes = list(pool.map(attempt, CLUSTER_COMMANDS))
-    for command, took, result in outcomes:
+    for command, result in outcomes:
         what = f"{' '.join(command)}: {result.stderr!r}"
         assert result.returncode == 2, what
         assert result.stdout == "", what
         assert result.stderr.startswith("error: cannot reach 127.0.0.1:"), what
         assert result.stderr.count("\n") == 1 and "Traceback" not in result.stderr, what
-        assert "Connection refused" in result.stderr, what
-        assert took < 10, f"{what} took {took:.1f} s"
+        assert "Connection refused" in result.stderr and "no answer" not in result.stderr, what
 
 
 def test_unknown_names_are_exit_1(scene):
