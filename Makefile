@@ -1,7 +1,7 @@
 # onceflow: `make demo` runs the main job on embedded defaults; `make test` runs every test.
-# Both install what they need (a .venv with the Python packages; kcat, Java, Maven and
-# PostgreSQL from Debian's packages when missing; `make test` also Apache Kafka's jars from
-# Maven, cached) and can be run again at any time.
+# Both install what they need (a .venv with the Python packages; kcat, Java, Maven,
+# PostgreSQL and Prometheus from Debian's packages when missing; `make test` also Apache
+# Kafka's jars from Maven, cached) and can be run again at any time.
 
 PYTHON ?= python3
 VENV := .venv

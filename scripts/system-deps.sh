@@ -10,6 +10,8 @@ ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || need+=(postgresql)
 # Burrow and the ZooKeeper it insists on (tests/integration/test_burrow.py; about 36 MB).
 command -v Burrow >/dev/null 2>&1 || need+=(burrow)
 [ -e /usr/share/java/zookeeper.jar ] || need+=(zookeeper)
+# Prometheus scrapes the broker's metrics (tests/integration/test_prometheus.py).
+command -v prometheus >/dev/null 2>&1 || need+=(prometheus)
 if [ ${#need[@]} -gt 0 ]; then
   sudo=""
   [ "$(id -u)" -eq 0 ] || sudo="sudo"

@@ -109,6 +109,9 @@ BROKER_CONFIGS: dict[str, ConfigKey] = _keys(
     ConfigKey("log.retention.bytes", "long", -1),
     ConfigKey("message.max.bytes", "int", 1_048_588, minimum=0),
     ConfigKey("socket.request.max.bytes", "int", 104_857_600, minimum=1),
+    # onceflow's own (docs/metrics.md): Prometheus metrics over HTTP; -1 is off, 0 a free port.
+    ConfigKey("metrics.port", "int", -1, minimum=-1),
+    ConfigKey("metrics.host", "string", "127.0.0.1"),
     # Connections (docs/broker.md): idle expiry and Kafka's connection limits.
     ConfigKey("connections.max.idle.ms", "long", 600_000),  # negative: never expire
     ConfigKey("max.connections", "int", INT_MAX, minimum=0),

@@ -10,10 +10,12 @@ from kio.schema.api_versions.v0.request import ApiVersionsRequest
 
 import onceflow.broker.handlers  # noqa: F401  (registers the API handlers)
 from onceflow.broker.connection import MAX_IN_FLIGHT, Connection
+from onceflow.broker.metrics import BrokerMetrics
 from onceflow.config import BrokerConfig
 from tests.kit.wire import encode
 
-BROKER = SimpleNamespace(config=BrokerConfig.from_strings({}), traps=None)  # what Connection reads
+# what Connection reads
+BROKER = SimpleNamespace(config=BrokerConfig.from_strings({}), traps=None, metrics=BrokerMetrics())
 
 
 def api_versions_frame(correlation_id: int) -> bytes:

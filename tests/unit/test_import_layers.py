@@ -25,6 +25,7 @@ LAYERS: list[tuple[str, ...]] = [
     (
         ROOT,
         "clock",
+        "timings",
         "security",
         "children",
         "crash_points",

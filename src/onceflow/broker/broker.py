@@ -14,6 +14,7 @@ from onceflow.broker.connection_quotas import ConnectionQuotas
 from onceflow.broker.core import BrokerCore
 from onceflow.broker.framing import FrameProtocol
 from onceflow.broker.listeners import Listener
+from onceflow.broker.metrics_server import MetricsServer
 from onceflow.broker.security.session import Session
 from onceflow.broker.security.settings import SecuritySettingError
 
@@ -28,6 +29,7 @@ class Broker(BrokerCore):
         self.quotas: ConnectionQuotas  # made by start(), from the connection settings
         self._bound: dict[str, Listener] = {}
         self._connections: set[asyncio.Task[None]] = set()
+        self.metrics_server: MetricsServer | None = None  # with metrics.port set
 
     async def start(self) -> None:
         try:
@@ -41,10 +43,17 @@ class Broker(BrokerCore):
         try:
             for listener in self.listeners:
                 bound.append(await self._listen(listener))
+            if self.config["metrics.port"] >= 0:
+                self.metrics_server = MetricsServer(
+                    self, self.config["metrics.host"], self.config["metrics.port"]
+                )
+                self.metrics_server.start(asyncio.get_running_loop())
             await self.open()
         except BaseException:
             for acceptor in self._acceptors:
                 acceptor.close()
+            if self.metrics_server is not None:
+                self.metrics_server.stop()
             raise
         for acceptor in self._acceptors:
             acceptor.serve()
@@ -105,6 +114,8 @@ class Broker(BrokerCore):
             connection.frames.close()  # broker shutdown
 
     async def stop(self) -> None:
+        if self.metrics_server is not None:
+            await asyncio.to_thread(self.metrics_server.stop)
         for acceptor in self._acceptors:
             acceptor.close()
         for task in list(self._connections):

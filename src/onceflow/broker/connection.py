@@ -186,6 +186,7 @@ class Connection:
     async def _dispatch(self, frame: Frame) -> Any:
         if self.session.raw_sasl_tokens:
             return self._raw_sasl_token(frame)
+        read_at = time.monotonic()
         try:
             api_key, version, correlation_id = peek_header(frame)
         except MalformedRequest as error:
@@ -224,12 +225,17 @@ class Connection:
             result = error_response(responder, ErrorCode.unknown_server_error)
         if trap is not None and trap.phase == APPLIED:
             await self._hold(trap)
-        if result is NO_RESPONSE:
-            return NO_RESPONSE
+        metrics = self.broker.metrics
         if isinstance(result, Deferred):
             # A future stays as it is; a coroutine starts running now, as a task.
-            ready = Deferred(asyncio.ensure_future(result.awaitable))
-            return _Pending(api_key, correlation_id, ready, responder)
+            ready = asyncio.ensure_future(result.awaitable)
+            ready.add_done_callback(
+                lambda _: metrics.request(api_key, version, time.monotonic() - read_at)
+            )
+            return _Pending(api_key, correlation_id, Deferred(ready), responder)
+        metrics.request(api_key, version, time.monotonic() - read_at)
+        if result is NO_RESPONSE:
+            return NO_RESPONSE
         return _encode(api_key, correlation_id, result, responder)
 
     def _trap(self, api_key: int, body: Any) -> Trap | None:

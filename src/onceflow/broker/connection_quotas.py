@@ -78,6 +78,10 @@ class ConnectionQuotas:
         self.total += 1
         return True
 
+    def by_listener(self) -> dict[str, int]:
+        """Open connections per listener."""
+        return dict(self._by_listener)
+
     def release(self, listener: str, ip: str) -> None:
         ip = _canonical(ip)
         self._by_ip[ip] -= 1

@@ -12,6 +12,7 @@ import uuid
 from pathlib import Path
 
 from onceflow.broker import dynamic_configs
+from onceflow.broker.metrics import BrokerMetrics
 from onceflow.broker.security import settings
 from onceflow.broker.security.authorizer import Authorizer
 from onceflow.broker.security.credential_store import ScramCredentialStore
@@ -63,6 +64,7 @@ class BrokerCore:
         # transaction recovery completes pending offset commits).
         self.coordinators = (self.groups, self.transactions)
         self.traps = RequestTraps.from_env()  # the fault engine's request traps (tests)
+        self.metrics = BrokerMetrics()
 
     async def open(self) -> None:
         """Security, cluster id, logs and coordinators; bad settings fail before any log

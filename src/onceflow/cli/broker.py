@@ -89,7 +89,8 @@ def broker(
     Prints one line `ready HOST:PORT` on stdout once it accepts connections; with
     `--config listeners=...` (e.g. PLAINTEXT://127.0.0.1:9092,SASL_SSL://127.0.0.1:9093)
     the line is `ready NAME://HOST:PORT,...` with every listener. Security settings
-    (TLS, SASL, ACLs): onceflow docs security; the broker's promises: onceflow docs broker.
+    (TLS, SASL, ACLs): onceflow docs security; the broker's promises: onceflow docs broker;
+    Prometheus metrics by Kafka's names (--config metrics.port=9308): onceflow docs metrics.
 
     Exit 0 after a clean shutdown, 1 if it cannot start (the port is taken, another
     broker holds --data-dir), 2 for a setting it cannot use.

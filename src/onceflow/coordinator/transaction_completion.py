@@ -32,6 +32,7 @@ class TransactionCompletion:
         self._clock = clock
         self.coordinator_epoch = 0
         self._background: set[asyncio.Task[None]] = set()
+        self.completed = {True: 0, False: 0}  # transactions committed, aborted since start
 
     async def complete(
         self,
@@ -123,6 +124,7 @@ class TransactionCompletion:
         only after it.
         """
         metadata.state = TxnState.COMPLETE_COMMIT if committed else TxnState.COMPLETE_ABORT
+        self.completed[committed] += 1
         metadata.partitions.clear()
         if metadata.next_producer_id >= 0:
             metadata.producer_id, metadata.producer_epoch = metadata.next_producer_id, 0

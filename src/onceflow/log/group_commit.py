@@ -12,11 +12,13 @@ every policy.
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 
 from onceflow.log.durable_offsets import SyncTarget
 from onceflow.log.partition_log import PartitionLog
+from onceflow.timings import Timings
 
 FSYNC_THREADS = 4  # partitions fsynced at the same time
 
@@ -29,6 +31,7 @@ class GroupCommit:
         self._flushing: dict[PartitionLog, asyncio.Future[None]] = {}
         self._flush_scheduled = False
         self._pool: ThreadPoolExecutor | None = None
+        self.fsync_times = Timings()  # Kafka's LogFlushRateAndTimeMs
 
     def start(self) -> None:
         self._pool = ThreadPoolExecutor(FSYNC_THREADS, thread_name_prefix="fsync")
@@ -93,12 +96,14 @@ class GroupCommit:
     ) -> None:
         """Runs in an fsync thread; hands the outcome straight back to the loop."""
         error: OSError | None = None
+        started = time.monotonic()
         try:
             partition.durability.sync(target)
         except OSError as failure:
             error = failure
         finally:
-            loop.call_soon_threadsafe(self._flushed, partition, target, error, done)
+            took = time.monotonic() - started
+            loop.call_soon_threadsafe(self._flushed, partition, target, error, done, took)
 
     def _flushed(
         self,
@@ -106,8 +111,10 @@ class GroupCommit:
         target: SyncTarget,
         error: OSError | None,
         done: asyncio.Future[None],
+        took: float,
     ) -> None:
         del self._flushing[partition]
+        self.fsync_times.observe(took)
         if error is None:
             partition.durability.synced_to(target)
         else:

@@ -150,6 +150,7 @@ async def delete_topics(ctx: RequestContext, request: Any) -> Any:
                 )
             topic_id = topic.topic_id
             logs.delete_topic(name)
+            ctx.broker.metrics.forget_topic(name)
         results.append(build(result_cls, name=name, topic_id=topic_id, **outcome.fields))
     return build(cls, throttle_time=NO_THROTTLE, responses=tuple(results))
 

@@ -26,10 +26,12 @@ READ_COMMITTED = 1
 @handles(1, 4, 17)
 async def fetch(ctx: RequestContext, request: Any) -> Any:
     deadline = time.monotonic() + request.max_wait.total_seconds()
+    names = [_topic_name(ctx.broker.logs, topic) for topic in request.topics]
     while True:
-        response, total_bytes, partitions = _read_all(ctx, request)
+        response, total_bytes, partitions = _read_all(ctx, request, names)
         remaining = deadline - time.monotonic()
         if total_bytes >= request.min_bytes or remaining <= 0 or not partitions:
+            _count(ctx, response, [name for name, _ in names])
             return response
         waiters = [partition.new_data.waiter() for partition in partitions]
         try:
@@ -39,7 +41,9 @@ async def fetch(ctx: RequestContext, request: Any) -> Any:
                 partition.new_data.discard(waiter)
 
 
-def _read_all(ctx: RequestContext, request: Any) -> tuple[Any, int, list[PartitionLog]]:
+def _read_all(
+    ctx: RequestContext, request: Any, names: list[tuple[str, KafkaError | None]]
+) -> tuple[Any, int, list[PartitionLog]]:
     logs = ctx.broker.logs
     cls = ctx.response_class
     topic_cls = element(cls, "responses")
@@ -50,7 +54,6 @@ def _read_all(ctx: RequestContext, request: Any) -> tuple[Any, int, list[Partiti
     total = 0
     watched: list[PartitionLog] = []
     topics = []
-    names = [_topic_name(logs, topic) for topic in request.topics]
     denied = rules.fetch_denials(ctx, request, [name for name, error in names if error is None])
     for topic, (name, id_error) in zip(request.topics, names, strict=True):
         partitions = []
@@ -119,6 +122,15 @@ def _read_all(ctx: RequestContext, request: Any) -> tuple[Any, int, list[Partiti
         responses=tuple(topics),
     )
     return response, total, watched
+
+
+def _count(ctx: RequestContext, response: Any, names: list[str]) -> None:
+    """Kafka's BytesOutPerSec and (Failed)FetchRequestsPerSec of each topic answered."""
+    metrics, known = ctx.broker.metrics, ctx.broker.logs.topics
+    for topic, name in zip(response.responses, names, strict=True):
+        failed = any(p.error_code for p in topic.partitions)
+        size = sum(len(p.records) for p in topic.partitions)
+        metrics.fetched(name if name in known else None, size, failed)
 
 
 def stable_offset(last_stable_offset: int, log_start_offset: int) -> int:

@@ -118,6 +118,10 @@ async def produce(ctx: RequestContext, request: Any) -> Any:
                     waits.append((len(topics), len(partitions), wait))
             if in_log and partition is not None and outcome.code not in NO_LOG_START_OFFSET:
                 start_offset = partition.log_start_offset
+            if outcome.code == ErrorCode.none:
+                broker.metrics.produced(topic_data.name, header.records_count, len(data.records))
+            else:
+                broker.metrics.produce_failed(topic_data.name if partition else None)
             partitions.append(
                 build(
                     partition_cls,
