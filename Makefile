@@ -19,7 +19,7 @@ $(BIN)/python:
 	$(BIN)/pip install --quiet --upgrade pip
 
 $(VENV)/.installed: pyproject.toml | $(BIN)/python
-	$(BIN)/pip install --quiet -e '.[test,postgres,spark,chaos]'
+	$(BIN)/pip install --quiet -e '.[test,postgres,spark,chaos,console]'
 	touch $@
 
 venv: $(VENV)/.installed

@@ -12,6 +12,8 @@ command -v Burrow >/dev/null 2>&1 || need+=(burrow)
 [ -e /usr/share/java/zookeeper.jar ] || need+=(zookeeper)
 # Prometheus scrapes the broker's metrics (tests/integration/test_prometheus.py).
 command -v prometheus >/dev/null 2>&1 || need+=(prometheus)
+# Chromium drives the console's browser tests (tests/integration/test_console_browser.py).
+command -v chromium >/dev/null 2>&1 || need+=(chromium)
 if [ ${#need[@]} -gt 0 ]; then
   sudo=""
   [ "$(id -u)" -eq 0 ] || sudo="sudo"

@@ -12,13 +12,10 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
 import textwrap
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -26,18 +23,23 @@ from click.testing import CliRunner
 from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import (
     AdminClient,
-    AlterConfigOpType,
     ConfigSource,
     ResourceType,
 )
 
 from onceflow.cli import main
-from tests.kit.clients import alter_configs, config_op, create_topic, describe_configs, produce
+from tests.kit.clients import create_topic, describe_configs, produce
 from tests.kit.engines import ONCEFLOW, Engine, on_apache_kafka
+from tests.kit.hanging import (
+    KILLED_PRODUCER,
+    first_line,
+    hanging_producer,
+    leave_hanging,
+    spawned,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 ENGINES = pytest.mark.parametrize("engine", [ONCEFLOW, on_apache_kafka()], indirect=True)
-VERIFICATION = "transaction.partition.verification.enable"
 INVALID_TXN_STATE = 48
 
 
@@ -344,58 +346,6 @@ def test_groups_describe_reset_delete_and_refusals_while_active(engine):
 
 # --------------------------------------------------------------------------- transactions
 
-KILLED_PRODUCER = textwrap.dedent(
-    """
-    import sys, time
-    from confluent_kafka import Producer
-    producer = Producer({"bootstrap.servers": sys.argv[1], "transactional.id": sys.argv[3],
-                         "transaction.timeout.ms": 600000, "acks": "all"})
-    producer.init_transactions(30)
-    producer.begin_transaction()
-    producer.produce(sys.argv[2], b"in the killed producer's transaction", partition=1)
-    assert producer.flush(30) == 0
-    print("open", flush=True)
-    time.sleep(600)
-    """
-)
-
-
-@contextmanager
-def spawned(*command: str) -> Iterator[subprocess.Popen[str]]:
-    """A process that is SIGKILLed when the block ends."""
-    process = subprocess.Popen(command, stdout=subprocess.PIPE, text=True, cwd=ROOT)
-    try:
-        yield process
-    finally:
-        process.send_signal(signal.SIGKILL)
-        process.wait(10)
-
-
-def first_line(process: subprocess.Popen[str]) -> str:
-    assert process.stdout is not None
-    return process.stdout.readline().strip()
-
-
-def broker_ids(engine: Engine) -> list[str]:
-    return [str(b) for b in admin(engine).list_topics(timeout=10).brokers]
-
-
-def set_verification(engine: Engine, enabled: bool) -> None:
-    """KIP-890's check of transactional writes, on every broker, and wait until each
-    broker applies it (on the cluster it travels through the metadata log)."""
-    client = admin(engine)
-    operation = AlterConfigOpType.DELETE if enabled else AlterConfigOpType.SET
-    for broker in broker_ids(engine):
-        alter_configs(
-            client, ResourceType.BROKER, broker, config_op(VERIFICATION, "false", operation)
-        )
-    wanted = "true" if enabled else "false"
-    deadline = time.monotonic() + 30
-    for broker in broker_ids(engine):
-        while describe_configs(client, ResourceType.BROKER, broker)[VERIFICATION].value != wanted:
-            assert time.monotonic() < deadline, f"broker {broker} keeps {VERIFICATION}"
-            time.sleep(0.1)
-
 
 def kafka_transactions(engine: Engine, *args: str) -> list[list[str]]:
     """Kafka's own kafka-transactions tool (TransactionsCommand, from the pinned release's
@@ -436,24 +386,11 @@ def test_transactions_find_and_abort_a_really_hanging_transaction(engine):
     hanging_id, killed_id = f"{engine.txn_id}-hanging", f"{engine.txn_id}-killed"
     create_topic(engine.bootstrap, topic, 2)
     produce(engine.bootstrap, topic, partition=0, values=[b"before"])
-    hang = (
-        sys.executable,
-        "-m",
-        "tests.integration.hanging_producer",
-        engine.bootstrap,
-        topic,
-        "0",
-    )
-
     # Both engines verify transactional writes (KIP-890) by default: refused.
-    with spawned(*hang, f"{hanging_id}-refused") as refused:
+    refusing = hanging_producer(engine.bootstrap, topic, 0, f"{hanging_id}-refused")
+    with spawned(*refusing) as refused:
         assert first_line(refused) == f"open {INVALID_TXN_STATE} -1"
-    set_verification(engine, enabled=False)
-    try:
-        with spawned(*hang, hanging_id) as producer:
-            assert first_line(producer) == "open 0 1"  # open from offset 1, then SIGKILLed
-    finally:
-        set_verification(engine, enabled=True)
+    assert leave_hanging(engine.bootstrap, topic, 0, hanging_id) == 1  # open from offset 1
     with spawned(sys.executable, "-c", KILLED_PRODUCER, engine.bootstrap, topic, killed_id) as live:
         assert first_line(live) == "open"
     produce(engine.bootstrap, topic, partition=0, values=[b"after"])

@@ -54,6 +54,8 @@ LAYERS: list[tuple[str, ...]] = [
     ("chaos",),
     ("prove",),
     ("testing",),
+    # The web console: the admin library, the patterns' dead-letter headers, the reports.
+    ("console",),
     # The command line, and python -m onceflow.
     ("cli",),
     ("__main__",),

@@ -181,10 +181,12 @@ def committed(session: ClusterSession, group: str) -> dict[tuple[str, int], tupl
 
 
 def log_offsets(
-    session: ClusterSession, partitions: list[tuple[str, int]], spec: Any = None
+    session: ClusterSession, partitions: list[tuple[str, int]], spec: Any = None,
+    read_committed: bool = False,
 ) -> dict[tuple[str, int], int]:
-    """Offsets of ``partitions`` for an OffsetSpec (default: the log end); deleted ones left out."""
-    from confluent_kafka import TopicPartition
+    """Offsets of ``partitions`` for an OffsetSpec (default: the log end; with
+    ``read_committed``, the last stable offset); deleted ones left out."""
+    from confluent_kafka import IsolationLevel, TopicPartition
     from confluent_kafka.admin import OffsetSpec
 
     if not partitions:
@@ -192,7 +194,11 @@ def log_offsets(
     spec = spec if spec is not None else OffsetSpec.latest()
     wanted = {TopicPartition(t, p): spec for t, p in partitions}
     found = {}
-    futures = session.admin.list_offsets(wanted, request_timeout=session.timeout)
+    isolation = (IsolationLevel.READ_COMMITTED if read_committed
+                 else IsolationLevel.READ_UNCOMMITTED)  # fmt: skip
+    futures = session.admin.list_offsets(
+        wanted, isolation_level=isolation, request_timeout=session.timeout
+    )
     for tp, future in futures.items():
         try:
             found[(tp.topic, tp.partition)] = session.result(future, "list offsets").offset

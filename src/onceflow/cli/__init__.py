@@ -8,6 +8,7 @@ tables and JSON: ``output.py``. Library logic lives outside this package
 from onceflow.cli.acls import acls_command
 from onceflow.cli.broker import broker
 from onceflow.cli.chaos import chaos_command
+from onceflow.cli.console import console_command
 from onceflow.cli.demo import demo_command
 from onceflow.cli.docs import docs_command
 from onceflow.cli.groups import groups_command
@@ -32,6 +33,7 @@ for _command in (
     prove_command,
     relay_command,
     log_command,
+    console_command,
     kafka_cluster_command,
     docs_command,
 ):
