@@ -12,7 +12,7 @@ BIN := $(VENV)/bin
 PYTEST_WORKERS ?= 3
 
 .PHONY: demo broker-demo test stress lint unit integration system-deps venv bench guarantees guarantees-kafka clean \
-	kafka-jars kafka-cluster diff-kafka
+	kafka-jars kafka-cluster diff-kafka console-screenshots
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -95,6 +95,11 @@ stress: venv system-deps kafka-jars
 	ONCEFLOW_STRESS=1 $(BIN)/python -m pytest -q tests/integration/test_prove.py
 	ONCEFLOW_STRESS=1 $(BIN)/python -m pytest -q tests/apache_kafka/test_chaos_cluster.py \
 		tests/apache_kafka/test_prove_cluster_faults.py
+
+# docs/console-*.png: the console's pages in Chromium, taken by its browser tests.
+console-screenshots: venv system-deps
+	ONCEFLOW_CONSOLE_SCREENSHOTS=docs $(BIN)/python -m pytest -q -k onceflow \
+		tests/integration/test_console_browser.py
 
 unit: venv
 	$(BIN)/python -m pytest -q tests/unit

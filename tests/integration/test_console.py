@@ -115,7 +115,7 @@ def test_a_group_page_names_the_transaction_its_partition_waits_on(broker):
     reader.close()
     page = console(broker.bootstrap).get(f"/groups/{group}").text
     assert f"{topic}:0 is held at its last stable offset 1" in page
-    assert f"transactional.id <b>{topic}</b> (Ongoing" in page
+    assert f"transactional.id <b>{topic}</b>" in page and "(Ongoing, open " in page
     producer.abort_transaction(10)
 
 

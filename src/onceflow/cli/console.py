@@ -106,6 +106,7 @@ def console_command(
         listening.bind((host, port))
     except OSError as error:
         raise click.ClickException(f"cannot serve on {host}:{port}: {error.strerror}") from None
+    listening.listen(128)  # connections queue from now on, before the first line
     bound = listening.getsockname()[1]
     settings = ConsoleSettings(
         client.session(),
