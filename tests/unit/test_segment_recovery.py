@@ -52,6 +52,8 @@ def test_segment_indexes_and_lookup(tmp_path):
         data = assign_offset(built, 100 + number)
         segment.append(data, parse_header(data))
     assert segment.next_offset == 110 and segment.max_timestamp == BASE_TS + 90
+    assert (tmp_path / f"{100:020d}.index").stat().st_size == 0  # gathered in memory
+    segment.flush_index_files()
     assert (tmp_path / f"{100:020d}.index").stat().st_size == 10 * OFFSET_ENTRY.size
     assert (tmp_path / f"{100:020d}.timeindex").stat().st_size == 10 * TIME_ENTRY.size
     assert [h.base_offset for h in segment.headers_from(105)] == list(range(105, 110))

@@ -83,7 +83,7 @@ def create_app(settings: ConsoleSettings) -> Starlette:
             @functools.wraps(load)
             async def handle(request: Request) -> Response:
                 try:
-                    context = await run_in_threadpool(load, request)
+                    context = await run_in_threadpool(_in_one_view, session, load, request)
                 except Exception as error:
                     return _failure(templates, request, error)
                 context.setdefault("notice", request.query_params.get("notice"))
@@ -259,6 +259,12 @@ def create_app(settings: ConsoleSettings) -> Starlette:
     ]
     middleware = [Middleware(BaseHTTPMiddleware, dispatch=_token_check(settings.token))]
     return Starlette(routes=routes, middleware=middleware)
+
+
+def _in_one_view(session: ClusterSession, load: Callable, request: Request) -> Any:
+    """A page's questions, answered from one reading of the cluster's metadata."""
+    with session.one_view():
+        return load(request)
 
 
 def _token_check(token: str | None) -> Callable:

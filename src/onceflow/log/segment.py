@@ -3,7 +3,10 @@
 Index files use Kafka's layouts: ``.index`` holds (relative offset int32, position int32)
 entries, ``.timeindex`` holds (timestamp int64, relative offset int32) entries. Both are
 sparse (one entry per ``index.interval.bytes``) and rebuilt from the log whenever the
-segment is loaded, so they are written on a best-effort basis and never fsynced.
+segment is loaded, so they are written on a best-effort basis and never fsynced: entries
+gather in memory and are appended a few KB at a time (and when the segment rolls, is
+rebuilt or closed), each time by opening the file, so a partition holds one descriptor
+(its active ``.log``), not three: 10,000 partitions fit in a 20,000-descriptor limit.
 
 A failed append leaves no trace: the segment is cut back to its length before the append
 (a write to a full disk may have written part of the batch).
@@ -35,6 +38,7 @@ from onceflow.log.durability import create_file, sync_file
 log = logging.getLogger(__name__)
 
 OFFSET_ENTRY = struct.Struct(">ii")
+INDEX_WRITE_BYTES = 4096  # index entries gathered before they are appended to their file
 TIME_ENTRY = struct.Struct(">qi")
 SCAN_CHUNK_BYTES = 64 * 1024
 
@@ -220,8 +224,9 @@ class LogSegment:
         self._time_stamps: list[int] = []
         self._time_offsets: list[int] = []
         self._bytes_since_entry = index_interval_bytes  # the first batch is always indexed
-        self._index_fd = -1
-        self._time_index_fd = -1
+        self._index_files_ok = True
+        self._pending_index = bytearray()  # entries not yet in the .index file
+        self._pending_time_index = bytearray()  # ... nor in the .timeindex file
         self._open_index_files()
 
     # -- loading -------------------------------------------------------------------------
@@ -250,30 +255,54 @@ class LogSegment:
         self._bytes_since_entry = self.index_interval_bytes  # first batch always indexed
         self.max_timestamp = -1
         self.next_offset = self.base_offset
-        self._close_index_files()
+        self._pending_index.clear()
+        self._pending_time_index.clear()
         for path in (self.index_path, self.time_index_path):
             path.unlink(missing_ok=True)
         self._open_index_files()
         for header in headers:
             self._track(header, header.position)
+        self.flush_index_files()
         if headers:
             self.created_ms = headers[0].max_timestamp
 
     def _open_index_files(self) -> None:
-        flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND
-        try:
-            self._index_fd = os.open(self.index_path, flags, 0o644)
-            self._time_index_fd = os.open(self.time_index_path, flags, 0o644)
-        except OSError as error:
-            self._index_files_failed(error)
+        """Create the index files (entries come later, see flush_index_files)."""
+        self._index_files_ok = True
+        for path in (self.index_path, self.time_index_path):
+            try:
+                os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644))
+            except OSError as error:
+                self._index_files_failed(error)
+                return
 
-    def _write_index_entry(self, fd: int, entry: bytes) -> None:
-        if fd < 0:
+    def _write_index_entry(self, pending: bytearray, entry: bytes) -> None:
+        if not self._index_files_ok:
             return
-        try:
-            os.write(fd, entry)
-        except OSError as error:
-            self._index_files_failed(error)
+        pending += entry
+        if len(pending) >= INDEX_WRITE_BYTES:
+            self.flush_index_files()
+
+    def flush_index_files(self) -> None:
+        """Append the gathered entries to the index files."""
+        if not self._index_files_ok:
+            return
+        for path, pending in (
+            (self.index_path, self._pending_index),
+            (self.time_index_path, self._pending_time_index),
+        ):
+            if not pending:
+                continue
+            try:
+                fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+                try:
+                    os.write(fd, pending)
+                finally:
+                    os.close(fd)
+            except OSError as error:
+                self._index_files_failed(error)
+                return
+            pending.clear()
 
     def _index_files_failed(self, error: OSError) -> None:
         """Index files are only a copy of the in-memory index: stop writing them."""
@@ -285,10 +314,9 @@ class LogSegment:
         self._close_index_files()
 
     def _close_index_files(self) -> None:
-        for fd in (self._index_fd, self._time_index_fd):
-            if fd >= 0:
-                os.close(fd)
-        self._index_fd = self._time_index_fd = -1
+        self._index_files_ok = False
+        self._pending_index.clear()
+        self._pending_time_index.clear()
 
     # -- appending -----------------------------------------------------------------------
 
@@ -337,12 +365,12 @@ class LogSegment:
             relative = header.base_offset - self.base_offset
             self._index_offsets.append(header.base_offset)
             self._index_positions.append(position)
-            self._write_index_entry(self._index_fd, OFFSET_ENTRY.pack(relative, position))
+            self._write_index_entry(self._pending_index, OFFSET_ENTRY.pack(relative, position))
             if header.max_timestamp > self.max_timestamp:
                 self._time_stamps.append(header.max_timestamp)
                 self._time_offsets.append(header.base_offset)
                 self._write_index_entry(
-                    self._time_index_fd, TIME_ENTRY.pack(header.max_timestamp, relative)
+                    self._pending_time_index, TIME_ENTRY.pack(header.max_timestamp, relative)
                 )
         self.max_timestamp = max(self.max_timestamp, header.max_timestamp)
         self.next_offset = header.next_offset
@@ -390,6 +418,7 @@ class LogSegment:
     # -- lifecycle -----------------------------------------------------------------------
 
     def close(self) -> None:
+        self.flush_index_files()
         self._close_index_files()
         if self.fd >= 0:
             os.close(self.fd)

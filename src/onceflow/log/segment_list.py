@@ -65,6 +65,8 @@ class SegmentList:
         """Create the next segment, starting at ``base``. ``name_durable``: fsync the
         directory for its name now (otherwise the next fsync of the partition does)."""
         segment = self._segment(base, name_durable)
+        if self.segments:  # the active one until now: its index files are complete
+            self.segments[-1].flush_index_files()
         self.segments.append(segment)
         return segment
 
