@@ -160,6 +160,8 @@ bench: venv system-deps kafka-jars $(VENV)/.bench-installed .venv-quix/bin/pytho
 	$(SPARK_CONNECTOR_VENV)/bin/python benchmarks/spark_connector.py --engines onceflow,kafka \
 		--records 500000 --repeat 3
 	$(BIN)/python benchmarks/spark_pipeline.py
+	$(BIN)/python benchmarks/console_pages.py --rounds 3
+	$(BIN)/python benchmarks/console_pages.py --rounds 3 --engine apache-kafka
 	rm -rf .bench-demo  # the demo's latency and kill-to-caught-up, from a clean state
 	$(BIN)/python examples/orders/demo.py --state .bench-demo
 	$(BIN)/python benchmarks/profile_broker.py --records $(BENCH_RECORDS)
