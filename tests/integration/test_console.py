@@ -6,6 +6,7 @@ that nothing is written without --allow-writes and the page's form token."""
 from __future__ import annotations
 
 import json
+import socket
 from pathlib import Path
 
 import pytest
@@ -16,6 +17,7 @@ from onceflow.admin.connect import ClusterSession
 from onceflow.console.app import ConsoleSettings, create_app
 from onceflow.kafka_cluster.ports import free_port
 from onceflow.testing import unique_name
+from tests.integration.console_script import assert_one_line_error, onceflow
 from tests.kit.clients import consume, create_topic, produce
 from tests.kit.hanging import leave_hanging
 
@@ -237,3 +239,13 @@ def test_reports_are_rendered(broker, tmp_path):
     assert client.get("/reports/heat.png").content.startswith(b"\x89PNG")
     assert client.get("/reports/nothing.md").status_code == 404
     assert Path(tmp_path / "prove.md").exists()
+
+
+def test_a_taken_port_is_one_line_and_exit_1(broker):
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        result = onceflow("console", "--bootstrap", broker.bootstrap, "--port", str(port))
+    line = assert_one_line_error(result, 1)
+    assert line == f"error: cannot serve on 127.0.0.1:{port}: Address already in use"

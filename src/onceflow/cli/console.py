@@ -9,6 +9,7 @@ from pathlib import Path
 
 import click
 
+from onceflow.admin.errors import Refused
 from onceflow.cli.options import ClientSettings, cluster_options
 
 TOKEN_ENV = "ONCEFLOW_CONSOLE_TOKEN"
@@ -95,7 +96,7 @@ def console_command(
 
         from onceflow.console.app import ConsoleSettings, create_app
     except ImportError as missing:
-        raise click.ClickException(
+        raise Refused(
             f"the console needs {missing.name}: pip install 'onceflow[console]'"
         ) from None
     if token is None and not _loopback(host):
@@ -105,7 +106,7 @@ def console_command(
     try:
         listening.bind((host, port))
     except OSError as error:
-        raise click.ClickException(f"cannot serve on {host}:{port}: {error.strerror}") from None
+        raise Refused(f"cannot serve on {host}:{port}: {error.strerror}") from None
     listening.listen(128)  # connections queue from now on, before the first line
     bound = listening.getsockname()[1]
     settings = ConsoleSettings(
