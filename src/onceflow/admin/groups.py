@@ -181,7 +181,9 @@ def committed(session: ClusterSession, group: str) -> dict[tuple[str, int], tupl
 
 
 def log_offsets(
-    session: ClusterSession, partitions: list[tuple[str, int]], spec: Any = None,
+    session: ClusterSession,
+    partitions: list[tuple[str, int]],
+    spec: Any = None,
     read_committed: bool = False,
 ) -> dict[tuple[str, int], int]:
     """Offsets of ``partitions`` for an OffsetSpec (default: the log end; with

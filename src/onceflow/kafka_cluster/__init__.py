@@ -12,6 +12,7 @@ from onceflow.kafka_cluster.cluster import KafkaCluster, coordinator_partition
 from onceflow.kafka_cluster.errors import KafkaClusterError
 from onceflow.kafka_cluster.jars import KAFKA_VERSION, cache_dir, classpath, ensure_jars
 from onceflow.kafka_cluster.node import KafkaNode
+from onceflow.kafka_cluster.secured import SecuredListener
 from onceflow.kafka_cluster.settings import default_properties
 
 __all__ = [
@@ -19,6 +20,7 @@ __all__ = [
     "KafkaCluster",
     "KafkaClusterError",
     "KafkaNode",
+    "SecuredListener",
     "cache_dir",
     "classpath",
     "coordinator_partition",

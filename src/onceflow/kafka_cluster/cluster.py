@@ -33,6 +33,8 @@ from onceflow.kafka_cluster.errors import KafkaClusterError
 from onceflow.kafka_cluster.node import DEFAULT_HEAP, FAST_START_OPTIONS, KafkaNode, find_java
 from onceflow.kafka_cluster.ports import free_ports, is_free
 from onceflow.kafka_cluster.probe import node_metadata
+from onceflow.kafka_cluster.secured import LISTENER as SECURED
+from onceflow.kafka_cluster.secured import SecuredListener
 from onceflow.kafka_cluster.settings import default_properties
 
 START_TIMEOUT = 120.0
@@ -56,11 +58,13 @@ class KafkaCluster:
         java: str | None = None,
         start_timeout: float = START_TIMEOUT,
         class_archive: bool = True,
+        secured: SecuredListener | None = None,
     ) -> None:
         """``directory`` keeps the nodes' data (a temporary one is deleted by ``stop``);
         ``port`` is node 1's broker port, node N gets ``port + N - 1`` (0: free ports);
         ``config`` overrides broker settings on every node; ``class_archive``: use the
-        class-data archive of Kafka's classes when one was made (class_archive.py)."""
+        class-data archive of Kafka's classes when one was made (class_archive.py);
+        ``secured``: a SASL_SSL listener on every node too, with ACLs (secured.py)."""
         if nodes < 1:
             raise ValueError("a cluster needs at least one node")
         self.size = nodes
@@ -73,6 +77,7 @@ class KafkaCluster:
         self.java = java
         self.start_timeout = start_timeout
         self.class_archive = class_archive
+        self.secured = secured
         self.cluster_id = _random_cluster_id()
         self.nodes: dict[int, KafkaNode] = {}
         self.start_seconds: float | None = None  # how long the last start() took
@@ -82,6 +87,11 @@ class KafkaCluster:
         """``host:port`` of every broker, comma-separated (``bootstrap.servers``)."""
         self._require_started()
         return ",".join(node.bootstrap for node in self.nodes.values())
+
+    def bootstrap_for(self, listener: str) -> str:
+        """Every broker's address on one client listener (``SASL_SSL`` when secured)."""
+        self._require_started()
+        return ",".join(node.bootstrap_for(listener) for node in self.nodes.values())
 
     def node(self, node_id: int) -> KafkaNode:
         self._require_started()
@@ -383,23 +393,28 @@ class KafkaCluster:
             f"{node_id}@127.0.0.1:{port}"
             for node_id, port in zip(ids, controller_ports, strict=True)
         )
+        secured_ports = free_ports(self.size) if self.secured is not None else []
         nodes = {}
-        for node_id, broker_port, controller_port in zip(
-            ids, broker_ports, controller_ports, strict=True
+        for index, (node_id, broker_port, controller_port) in enumerate(
+            zip(ids, broker_ports, controller_ports, strict=True)
         ):
             directory = self.directory / f"node-{node_id}"
+            listeners = {"PLAINTEXT": broker_port}
+            if self.secured is not None:
+                listeners[SECURED] = secured_ports[index]
+            clients = ",".join(f"{name}://127.0.0.1:{port}" for name, port in listeners.items())
+            protocols = ",".join(f"{name}:{name}" for name in listeners)
             properties = {
                 "process.roles": "broker,controller",
                 "node.id": str(node_id),
-                "listeners": (
-                    f"PLAINTEXT://127.0.0.1:{broker_port},CONTROLLER://127.0.0.1:{controller_port}"
-                ),
-                "advertised.listeners": f"PLAINTEXT://127.0.0.1:{broker_port}",
-                "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+                "listeners": f"{clients},CONTROLLER://127.0.0.1:{controller_port}",
+                "advertised.listeners": clients,
+                "listener.security.protocol.map": f"{protocols},CONTROLLER:PLAINTEXT",
                 "controller.listener.names": "CONTROLLER",
                 "inter.broker.listener.name": "PLAINTEXT",
                 "controller.quorum.voters": voters,
                 "log.dirs": str(directory / "data"),
+                **(self.secured.properties() if self.secured is not None else {}),
                 **self.config,
             }
             node = KafkaNode(
@@ -412,6 +427,8 @@ class KafkaCluster:
                 classpath=classpath,
                 heap=self.heap,
                 jvm_options=jvm_options,
+                listener_ports={k: v for k, v in listeners.items() if k != "PLAINTEXT"},
+                format_args=self.secured.format_args() if self.secured is not None else (),
             )
             node.write_config()
             nodes[node_id] = node

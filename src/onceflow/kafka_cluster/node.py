@@ -65,8 +65,14 @@ class KafkaNode:
         classpath: str,
         heap: str = DEFAULT_HEAP,
         jvm_options: Sequence[str] = FAST_START_OPTIONS,
+        listener_ports: Mapping[str, int] | None = None,
+        format_args: Sequence[str] = (),
     ) -> None:
+        """``listener_ports``: other client listeners than PLAINTEXT (name -> port);
+        ``format_args``: more arguments of ``kafka-storage format`` (SCRAM users)."""
         self.node_id = node_id
+        self.listener_ports = dict(listener_ports or {})
+        self.format_args = list(format_args)
         self.directory = Path(directory)
         self.broker_port = broker_port
         self.controller_port = controller_port
@@ -82,6 +88,12 @@ class KafkaNode:
     @property
     def bootstrap(self) -> str:
         return f"127.0.0.1:{self.broker_port}"
+
+    def bootstrap_for(self, listener: str) -> str:
+        """``host:port`` of one of the node's client listeners (PLAINTEXT's is bootstrap)."""
+        if listener == "PLAINTEXT":
+            return self.bootstrap
+        return f"127.0.0.1:{self.listener_ports[listener]}"
 
     @property
     def config_path(self) -> Path:
@@ -136,6 +148,7 @@ class KafkaNode:
                     cluster_id,
                     "--config",
                     str(self.config_path),
+                    *self.format_args,
                 ],
                 stdout=output,
                 stderr=subprocess.STDOUT,
