@@ -6,7 +6,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from onceflow.protocol.codec import request_class, response_class
+from onceflow.protocol.codec import models_version
 
 if TYPE_CHECKING:
     from onceflow.broker.context import RequestContext
@@ -35,7 +35,7 @@ def handles(api_key: int, min_version: int, max_version: int) -> Callable[[Handl
         versions = [
             version
             for version in range(min_version, max_version + 1)
-            if request_class(api_key, version) and response_class(api_key, version)
+            if models_version(api_key, version)
         ]
         if not versions:
             raise RuntimeError(f"kio models no version of API {api_key} in the range")

@@ -22,7 +22,7 @@ from typing import Any
 
 from kio.index import load_entity_module
 from kio.schema.errors import ErrorCode
-from kio.schema.index import api_key_map
+from kio.schema.index import api_key_map, schema_name_map
 from kio.schema.request_header.v1.header import RequestHeader as RequestHeaderV1
 from kio.schema.request_header.v2.header import RequestHeader as RequestHeaderV2
 from kio.schema.response_header.v0.header import ResponseHeader as ResponseHeaderV0
@@ -31,7 +31,7 @@ from kio.serial import entity_reader, entity_writer
 from kio.static.constants import EntityType
 from kio.static.primitive import i32
 
-from onceflow.protocol.legacy.derived import derived_module
+from onceflow.protocol.legacy.derived import derived_module, is_derived
 
 API_VERSIONS_KEY = 18
 NO_THROTTLE = datetime.timedelta(0)  # the broker never throttles
@@ -82,6 +82,16 @@ def _entity_class(api_key: int, version: int, entity_type: EntityType) -> type |
         ):
             return value
     return None
+
+
+def models_version(api_key: int, version: int) -> bool:
+    """Whether a request and a response schema exist for (api_key, version), found in
+    kio's index without importing them (importing every version of every API is most of
+    a broker's start)."""
+    if (api_key, version) in LEGACY_SCHEMAS or is_derived(api_key, version):
+        return True
+    entities = schema_name_map.get(api_key_map.get(api_key, ""), {}).get(version, {})
+    return EntityType.request in entities and EntityType.response in entities
 
 
 def request_class(api_key: int, version: int) -> type | None:

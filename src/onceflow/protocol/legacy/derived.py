@@ -77,6 +77,10 @@ DERIVED: dict[tuple[int, int], Derivation] = {
 
 
 @functools.cache
+def is_derived(api_key: int, version: int) -> bool:
+    return (api_key, version) in DERIVED
+
+
 def derived_module(api_key: int, version: int, entity_type: EntityType) -> types.ModuleType | None:
     """A module holding the classes of (api_key, version)'s request or response."""
     derivation = DERIVED.get((api_key, version))
