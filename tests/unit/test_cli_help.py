@@ -27,7 +27,10 @@ def commands(group: click.Command = main, path: tuple[str, ...] = ("onceflow",))
     """(``onceflow topics create``, its command) for every command, groups included."""
     yield " ".join(path), group
     if isinstance(group, click.Group):
-        for name, command in sorted(group.commands.items()):
+        context = click.Context(group, info_name=path[-1])
+        for name in group.list_commands(context):
+            command = group.get_command(context, name)
+            assert command is not None, name
             yield from commands(command, (*path, name))
 
 

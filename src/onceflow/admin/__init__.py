@@ -5,8 +5,28 @@ dict) and raises ``Unreachable`` (no broker answered), ``NotFound`` (unknown gro
 or transactional id), ``Refused`` (the operation does not apply now) or ``AdminError``.
 """
 
-from onceflow.admin.connect import ClusterSession, client_config, wire_client
-from onceflow.admin.errors import AdminError, NotFound, Refused, Unreachable
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+# imported when first used, so that the errors alone (every CLI command's) load no client
+_HOMES = {
+    "ClusterSession": "onceflow.admin.connect",
+    "client_config": "onceflow.admin.connect",
+    "wire_client": "onceflow.admin.connect",
+    "AdminError": "onceflow.admin.errors",
+    "NotFound": "onceflow.admin.errors",
+    "Refused": "onceflow.admin.errors",
+    "Unreachable": "onceflow.admin.errors",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _HOMES:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(_HOMES[name]), name)
+
 
 __all__ = [
     "AdminError",

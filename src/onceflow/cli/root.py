@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import sys
 import traceback
 from typing import Any
@@ -12,6 +13,24 @@ from onceflow import __version__
 from onceflow.admin.errors import AdminError, NotAuthorized, NotFound, Refused
 from onceflow.cli.options import DEBUG_META, EXIT_FOUND, EXIT_NOT_AUTHORIZED, EXIT_UNAVAILABLE
 
+# name: (module, attribute); a command's module is imported when the command is used
+COMMANDS = {
+    "broker": ("onceflow.cli.broker", "broker"),
+    "demo": ("onceflow.cli.demo", "demo_command"),
+    "topics": ("onceflow.cli.topics", "topics_command"),
+    "groups": ("onceflow.cli.groups", "groups_command"),
+    "transactions": ("onceflow.cli.transactions", "transactions_command"),
+    "acls": ("onceflow.cli.acls", "acls_command"),
+    "verify": ("onceflow.cli.verify", "verify_command"),
+    "chaos": ("onceflow.cli.chaos", "chaos_command"),
+    "prove": ("onceflow.cli.prove", "prove_command"),
+    "relay": ("onceflow.cli.relay", "relay_command"),
+    "log": ("onceflow.cli.log", "log_command"),
+    "console": ("onceflow.cli.console", "console_command"),
+    "kafka-cluster": ("onceflow.cli.kafka_cluster", "kafka_cluster_command"),
+    "docs": ("onceflow.cli.docs", "docs_command"),
+}
+
 
 class OnceflowGroup(click.Group):
     """Turns the errors of any subcommand into one line on stderr and Kafka-tool exit codes.
@@ -20,6 +39,15 @@ class OnceflowGroup(click.Group):
     cannot be reached or answers with an error: exit 2; an operation or a resource the
     principal is not authorized for: exit 3. ``--debug`` adds the traceback.
     """
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*COMMANDS, *self.commands})
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name not in self.commands and cmd_name in COMMANDS:
+            module, attribute = COMMANDS[cmd_name]
+            self.add_command(getattr(importlib.import_module(module), attribute), cmd_name)
+        return self.commands.get(cmd_name)
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
