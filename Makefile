@@ -12,7 +12,7 @@ BIN := $(VENV)/bin
 PYTEST_WORKERS ?= 3
 
 .PHONY: demo broker-demo test stress lint unit integration system-deps venv bench guarantees guarantees-kafka clean \
-	kafka-jars kafka-cluster diff-kafka console-screenshots
+	kafka-jars kafka-cluster diff-kafka console-screenshots spark-archive
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -26,6 +26,11 @@ venv: $(VENV)/.installed
 
 system-deps:
 	@bash scripts/system-deps.sh
+
+# A class-data-sharing archive of the Spark driver's classes (made once per machine, about a
+# minute, in ~/.cache/onceflow/spark-cds): local SparkSessions start in about half the time.
+spark-archive: venv system-deps
+	@$(BIN)/python -m onceflow.spark.archive_maker >/dev/null
 
 # Apache Kafka's jars (the release src/onceflow/kafka_cluster/pom.xml pins), fetched with
 # Maven once into ~/.cache/onceflow/kafka-<version>; no network when cached.
@@ -43,14 +48,14 @@ kafka-cluster: kafka-jars
 diff-kafka: venv system-deps kafka-jars
 	$(BIN)/python -m pytest -q tests/differential
 
-demo: venv system-deps
+demo: venv system-deps spark-archive
 	$(BIN)/python examples/orders/demo.py
 
 # A quick look at the embedded broker alone: produce, consume, order checks (seconds).
 broker-demo: venv
 	$(BIN)/python -m onceflow demo
 
-test: venv system-deps kafka-jars
+test: venv system-deps kafka-jars spark-archive
 	$(BIN)/ruff check src tests benchmarks examples scripts
 	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist loadgroup -q --durations=30
 
@@ -74,7 +79,7 @@ STRESS_DEMOS ?= 20
 STRESS_CONNECTIONS ?= 10000
 STRESS_FAILOVER_ROUNDS ?= 3
 STRESS_DIFF_SECONDS ?= 1800
-stress: venv system-deps kafka-jars
+stress: venv system-deps kafka-jars spark-archive
 	ONCEFLOW_DIFF_SECONDS=$(STRESS_DIFF_SECONDS) $(BIN)/python -m pytest -q -s \
 		tests/differential/test_generated.py -k long_run
 	ONCEFLOW_CONNECTION_FLOOD=$(STRESS_CONNECTIONS) $(BIN)/python -m pytest -q -s \
@@ -110,7 +115,7 @@ lint: venv
 
 # The full chaos matrix (every pattern x every step, Spark included; about 15 minutes),
 # written to docs/guarantees.{md,json,png}.
-guarantees: venv system-deps
+guarantees: venv system-deps spark-archive
 	$(BIN)/onceflow chaos --out docs/guarantees
 
 # The quick matrix on a 3-node Apache Kafka cluster with the failover cells (about 10
@@ -146,7 +151,7 @@ $(SPARK_CONNECTOR_VENV)/.installed: pyproject.toml benchmarks/spark_kafka_connec
 		-DoutputDirectory=$(CURDIR)/$(SPARK_CONNECTOR_VENV)/connector-jars
 	touch $@
 
-bench: venv system-deps kafka-jars $(VENV)/.bench-installed .venv-quix/bin/python \
+bench: venv system-deps kafka-jars spark-archive $(VENV)/.bench-installed .venv-quix/bin/python \
 		$(SPARK_CONNECTOR_VENV)/.installed
 	$(BIN)/python benchmarks/broker_throughput.py --records $(BENCH_RECORDS) --repeat 5 \
 		--peers tansu,kafka,kafka-fsync
@@ -160,6 +165,7 @@ bench: venv system-deps kafka-jars $(VENV)/.bench-installed .venv-quix/bin/pytho
 	$(SPARK_CONNECTOR_VENV)/bin/python benchmarks/spark_connector.py --engines onceflow,kafka \
 		--records 500000 --repeat 3
 	$(BIN)/python benchmarks/spark_pipeline.py
+	$(BIN)/python benchmarks/spark_session_start.py --rounds 3
 	$(BIN)/python benchmarks/console_pages.py --rounds 3
 	$(BIN)/python benchmarks/console_pages.py --rounds 3 --engine apache-kafka
 	rm -rf .bench-demo  # the demo's latency and kill-to-caught-up, from a clean state
