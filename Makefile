@@ -166,6 +166,7 @@ bench: venv system-deps kafka-jars spark-archive $(VENV)/.bench-installed .venv-
 		--records 500000 --repeat 3
 	$(BIN)/python benchmarks/spark_pipeline.py
 	$(BIN)/python benchmarks/spark_session_start.py --rounds 3
+	$(BIN)/python benchmarks/broker_start.py --rounds 5
 	$(BIN)/python benchmarks/console_pages.py --rounds 3
 	$(BIN)/python benchmarks/console_pages.py --rounds 3 --engine apache-kafka
 	rm -rf .bench-demo  # the demo's latency and kill-to-caught-up, from a clean state
