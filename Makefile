@@ -27,7 +27,7 @@ venv: $(VENV)/.installed
 system-deps:
 	@bash scripts/system-deps.sh
 
-# A class-data-sharing archive of the Spark driver's classes (made once per machine, about a
+# A class-data-sharing archive of the Spark driver's classes (made once per installation, about a
 # minute, in ~/.cache/onceflow/spark-cds): local SparkSessions start in about half the time.
 spark-archive: venv system-deps
 	@$(BIN)/python -m onceflow.spark.archive_maker >/dev/null

@@ -7,9 +7,9 @@ sink and then exited cleanly; later JVMs map it (``-XX:SharedArchiveFile``). On 
 machine ``local_session`` took 8.6 s without it and 4.8 s with it, the first micro-batch
 of a query 4.0 s and 2.6 s (benchmarks/spark_session_start.py, benchmarks/README.md).
 
-An archive is only valid for the same JVM binary and the same jars, so its name is a digest
-of both; a JVM that finds it does not match ignores it. Making one is optional and done
-once per machine::
+An archive is only valid for the same JVM binary and the same jars at the same place (the
+JVM compares the class path), so its name is a digest of these; a JVM that finds it does
+not match ignores it. Making one is optional and done once per installation::
 
     python -m onceflow.spark.archive_maker      # prints the archive's path
 
@@ -50,8 +50,9 @@ def java_binary(java_home: str | None) -> Path | None:
 def archive_path(java: Path) -> Path:
     """Where the archive of this JVM binary and this pyspark's jars is (or would be)."""
     stat = java.stat()
-    jars = sorted((entry.name, entry.stat().st_size) for entry in spark_jars().glob("*.jar"))
-    key = f"{java}:{stat.st_size}:{stat.st_mtime_ns}:{jars}"
+    folder = spark_jars()  # the JVM checks the class path too: another venv's jars differ
+    jars = sorted((entry.name, entry.stat().st_size) for entry in folder.glob("*.jar"))
+    key = f"{java}:{stat.st_size}:{stat.st_mtime_ns}:{folder}:{jars}"
     digest = hashlib.sha256(key.encode()).hexdigest()[:16]
     return cache_dir() / f"spark-driver-{digest}.jsa"
 
