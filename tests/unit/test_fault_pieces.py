@@ -1,14 +1,18 @@
-"""Small pieces of the fault engine: the pause fault's text, which worker a pause stops, and
-which process group a Spark crash point kills."""
+"""Small pieces of the fault engine: the pause fault's text, which worker a pause stops,
+which process group a Spark crash point kills, and the output probe on a SQLite file."""
 
 from __future__ import annotations
 
 import os
+import sqlite3
 import time
+from contextlib import closing
 from pathlib import Path
 
 from onceflow.crash_points import SESSION_GROUP, _crash_group
 from onceflow.faults.commit_traps import CommitTrapControl
+from onceflow.faults.outputs import Output
+from onceflow.faults.probe import OutputProbe
 from onceflow.faults.schedule import NETWORK_ACTIONS, PAUSE, PROGRESS, parse_fault
 
 
@@ -35,3 +39,30 @@ def test_a_spark_crash_point_kills_the_group_it_is_told() -> None:
     assert _crash_group(None) is None and _crash_group("") is None
     assert _crash_group("1234") == 1234
     assert _crash_group(SESSION_GROUP) == os.getsid(0)
+
+
+def test_the_probe_counts_rows_written_by_connections_that_close_after_each_commit(
+    tmp_path: Path,
+) -> None:
+    """As the Spark database sink's tasks write: open, insert, commit, close. Each last close
+    checkpoints the WAL and removes it; the probe's next look makes the WAL index again with
+    the same header, so the headers it watches show nothing (it once reported 0 rows all
+    through a run that wrote 60, and a proof ended before its fault)."""
+    database = tmp_path / "outputs.db"
+    with closing(sqlite3.connect(database)) as connection:
+        connection.execute("PRAGMA journal_mode = WAL")
+        connection.execute("CREATE TABLE orders (id TEXT)")
+        connection.commit()
+    probe = OutputProbe([Output("table", "orders")], "127.0.0.1:1", f"sqlite:///{database}")
+    try:
+        assert probe.count() == 0
+        for number in range(3):
+            with closing(sqlite3.connect(database)) as connection:
+                connection.execute("INSERT INTO orders VALUES (?)", (str(number),))
+                connection.commit()
+        deadline = time.monotonic() + 5
+        while probe.count() != 3 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert probe.count() == 3
+    finally:
+        probe.close()

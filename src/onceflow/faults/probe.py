@@ -4,8 +4,11 @@ some consumer group has committed the whole input.
 Used to time faults by output growth (a fault lands once the outputs grew, i.e. while the
 pipeline is making progress, never during its start-up) and to tell when it has drained.
 Outputs are tables (SQLite or PostgreSQL) and topics. SQLite tables are watched through
-the database file's headers, so a commit is seen within a millisecond; PostgreSQL tables
-and topics are counted every ``SLOW_COUNT_S``.
+the database file's headers, so a commit is seen within a millisecond, and counted again
+every ``TABLE_RECOUNT_S`` whatever the headers say (a WAL database whose writers close
+their connections after each commit is checkpointed and its WAL reset each time, which
+can leave both headers as they were: a watcher that looks only between such commits sees
+no change at all); PostgreSQL tables and topics are counted every ``SLOW_COUNT_S``.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from onceflow.faults.inotify import JournalDeletions
 from onceflow.faults.outputs import Output
 
 SLOW_COUNT_S = 0.02
+TABLE_RECOUNT_S = 0.25
 OWN_GROUP_PREFIX = "onceflow-"  # the groups of onceflow's own clients (the probe, topics)
 
 
@@ -58,11 +62,13 @@ class OutputProbe:
 
     def count(self) -> int:
         """Output records written so far (topics: uncommitted ones included). With table
-        outputs only, the tables are counted again only when the database files changed
-        (a stat is cheap: it lets the watcher look every millisecond)."""
+        outputs only, the tables are counted again when the database files changed (a
+        read of two headers is cheap: it lets the watcher look every millisecond) or
+        ``TABLE_RECOUNT_S`` after the last count."""
         if self._tables_only:
             stamp = self._stamp()
-            if stamp == self._last and self._count_cache >= 0:
+            recent = time.monotonic() - self._counted_at < TABLE_RECOUNT_S
+            if stamp == self._last and self._count_cache >= 0 and recent:
                 return self._count_cache
             self._last = stamp
         elif time.monotonic() - self._counted_at < SLOW_COUNT_S:

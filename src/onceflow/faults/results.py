@@ -17,6 +17,10 @@ class RunError(RuntimeError):
 class Limits:
     stall_s: float = 60.0  # no output growth for this long while not done
     settle_s: float = 2.0  # outputs unchanged this long (and drained): done
+    # ... while a live worker has a fault armed inside it: its outputs can be complete
+    # before the step (a Spark task's direct rows are in before the driver's commit, a
+    # second later under load), so a fault not reached yet is out of reach only after this
+    armed_settle_s: float = 15.0
     start_s: float = 60.0  # no output at all this long after the start
     timeout_s: float | None = None  # the whole run, whatever happens
 

@@ -442,9 +442,9 @@ class FaultRun:
             return all(w.finished for w in self.workers)
         if all(w.finished for w in self.workers):
             return True
-        if not self.result.stuck and (
-            now - self.last_growth < self.limits.settle_s or not self._drained()
-        ):
+        armed = any(w.armed is not None and w.running for w in self.workers)
+        settle = self.limits.armed_settle_s if armed else self.limits.settle_s
+        if not self.result.stuck and (now - self.last_growth < settle or not self._drained()):
             return False
         for worker in self.workers:
             if worker.armed is not None:
