@@ -8,8 +8,9 @@ machine ``local_session`` took 8.6 s without it and 4.8 s with it, the first mic
 of a query 4.0 s and 2.6 s (benchmarks/spark_session_start.py, benchmarks/README.md).
 
 An archive is only valid for the same JVM binary and the same jars at the same place (the
-JVM compares the class path), so its name is a digest of these; a JVM that finds it does
-not match ignores it. Making one is optional and done once per installation::
+JVM compares each jar's path, size and time: a reinstalled venv needs a new archive), so its
+name is a digest of these; a JVM that finds it does not match ignores it, silently. Making
+one is optional and done once per installation::
 
     python -m onceflow.spark.archive_maker      # prints the archive's path
 
@@ -50,8 +51,12 @@ def java_binary(java_home: str | None) -> Path | None:
 def archive_path(java: Path) -> Path:
     """Where the archive of this JVM binary and this pyspark's jars is (or would be)."""
     stat = java.stat()
-    folder = spark_jars()  # the JVM checks the class path too: another venv's jars differ
-    jars = sorted((entry.name, entry.stat().st_size) for entry in folder.glob("*.jar"))
+    folder = spark_jars()  # the JVM checks the class path: each jar's place, size and time
+    jars = sorted(
+        (entry.name, stat.st_size, stat.st_mtime_ns)
+        for entry in folder.glob("*.jar")
+        for stat in (entry.stat(),)
+    )
     key = f"{java}:{stat.st_size}:{stat.st_mtime_ns}:{folder}:{jars}"
     digest = hashlib.sha256(key.encode()).hexdigest()[:16]
     return cache_dir() / f"spark-driver-{digest}.jsa"
