@@ -28,6 +28,7 @@ LAYERS: list[tuple[str, ...]] = [
         "timings",
         "security",
         "children",
+        "cds_archive",
         "crash_points",
         "client_errors",
         "configuration_error",

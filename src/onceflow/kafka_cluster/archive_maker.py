@@ -3,12 +3,9 @@ finds: one node started and stopped cleanly records the classes it loaded."""
 
 from __future__ import annotations
 
-import fcntl
-import os
-import shutil
-import tempfile
 from pathlib import Path
 
+from onceflow.cds_archive import make_once
 from onceflow.kafka_cluster import jars
 from onceflow.kafka_cluster.class_archive import archive_path
 from onceflow.kafka_cluster.cluster import KafkaCluster
@@ -19,16 +16,8 @@ from onceflow.kafka_cluster.node import FAST_START_OPTIONS
 def make_archive(java: str) -> Path | None:
     """Start one node with ``-XX:ArchiveClassesAtExit``, stop it cleanly, keep the archive."""
     jars.ensure_jars()
-    target = archive_path(java)
-    if target.is_file():
-        return target
-    target.parent.mkdir(parents=True, exist_ok=True)
-    with open(target.parent / ".lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if target.is_file():
-            return target
-        partial = target.with_suffix(f".partial-{os.getpid()}")
-        work = Path(tempfile.mkdtemp(prefix="onceflow-kafka-cds-"))
+
+    def record(partial: Path, work: Path) -> None:
         cluster = KafkaCluster(
             1,
             directory=work,
@@ -41,9 +30,5 @@ def make_archive(java: str) -> Path | None:
             cluster.stop(graceful=True)
         except KafkaClusterError:
             cluster.stop(graceful=False)
-        finally:
-            shutil.rmtree(work, ignore_errors=True)
-        if not partial.is_file():
-            return None
-        partial.rename(target)
-    return target
+
+    return make_once(archive_path(java), record, "onceflow-kafka-cds-")

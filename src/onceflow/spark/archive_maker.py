@@ -8,13 +8,10 @@ classes it loaded.
 
 from __future__ import annotations
 
-import fcntl
-import os
-import shutil
 import sys
-import tempfile
 from pathlib import Path
 
+from onceflow.cds_archive import make_once
 from onceflow.spark.class_archive import QUIET, RECORD_OPTION, archive_path, java_binary
 
 JVM_EXIT_TIMEOUT_S = 180.0
@@ -57,25 +54,7 @@ def make_archive() -> Path | None:
     java = java_binary(java_home())
     if java is None:
         return None
-    target = archive_path(java)
-    if target.is_file():
-        return target
-    target.parent.mkdir(parents=True, exist_ok=True)
-    with open(target.parent / ".lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if target.is_file():
-            return target
-        partial = target.with_suffix(f".partial-{os.getpid()}")
-        work = Path(tempfile.mkdtemp(prefix="onceflow-spark-cds-"))
-        try:
-            _record(partial, work)
-        finally:
-            shutil.rmtree(work, ignore_errors=True)
-        if not partial.is_file() or partial.stat().st_size == 0:
-            partial.unlink(missing_ok=True)
-            return None
-        partial.rename(target)
-    return target
+    return make_once(archive_path(java), _record, "onceflow-spark-cds-")
 
 
 def main() -> int:
