@@ -39,3 +39,22 @@ def get(url: str, data: dict[str, str] | None = None) -> tuple[int, str]:
             return response.status, response.read().decode()
     except urllib.error.HTTPError as error:
         return error.code, error.read().decode()
+
+
+def assert_super_user_sees_every_page(base: str, topic: str) -> None:
+    """The console of a super user (``admin``) on a secured cluster, with an open
+    transaction on ``topic`` by the transactional id ``{topic}-txn``."""
+    for path in ("/", f"/topics/{topic}", f"/topics/{topic}/messages", "/groups",
+                 "/transactions"):  # fmt: skip
+        status, page = get(base + path)
+        assert status == 200 and "Traceback" not in page, (path, page[:500])
+    assert "as User:admin" in get(base + "/")[1]
+    assert f"{topic}-txn" in get(base + "/transactions")[1]
+
+
+def assert_principal_without_acls_is_refused(base: str, topic: str) -> None:
+    """Each page tells ``alice`` (no ACLs) what she may not see, with 403."""
+    for path in (f"/topics/{topic}", f"/topics/{topic}/messages", "/"):
+        status, page = get(base + path)
+        assert status == 403 and "Traceback" not in page, (path, status, page[:500])
+        assert "User:alice" in page and "not allowed" in page.lower(), page[:2000]
