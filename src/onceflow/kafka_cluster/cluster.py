@@ -341,6 +341,27 @@ class KafkaCluster:
             if waiting:
                 time.sleep(0.1)
 
+    def wait_for_topic_gone(self, topic: str, timeout: float = 30.0) -> None:
+        """Until no running node knows ``topic`` any more (a deletion, like a creation,
+        reaches the brokers one by one)."""
+        deadline = time.monotonic() + timeout
+        waiting = {node.node_id: node for node in self.nodes.values() if node.running}
+        while waiting:
+            for node_id, node in list(waiting.items()):
+                try:
+                    known = node_metadata(node.bootstrap, (topic,)).leaders
+                except OSError:
+                    continue
+                if topic not in known:
+                    del waiting[node_id]
+            if waiting and time.monotonic() > deadline:
+                raise KafkaClusterError(
+                    f"nodes {sorted(waiting)} still know deleted topic {topic!r} after "
+                    f"{timeout:.0f}s"
+                )
+            if waiting:
+                time.sleep(0.1)
+
     def wait_in_sync(
         self, topic: str, partitions: Iterable[int] | None = None, timeout: float = 60.0
     ) -> None:

@@ -142,7 +142,7 @@ def shared_cluster(
     return None
 
 
-def reset(bootstrap: str, topics: list[str]) -> None:
+def reset(cluster: TrialCluster, topics: list[str]) -> None:
     """Delete the pipeline's topics and the groups with offsets on them, so that the trial
     starts from empty topics and no committed offsets. A group a dead member of the last
     trial still holds (its session, or a rebalance, has not timed out) is left: Kafka drops
@@ -150,6 +150,7 @@ def reset(bootstrap: str, topics: list[str]) -> None:
     from confluent_kafka import KafkaException
     from confluent_kafka.admin import AdminClient
 
+    bootstrap = cluster.bootstrap
     admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 0})
     deadline = time.monotonic() + RESET_RETRY_S
     while True:
@@ -176,6 +177,9 @@ def reset(bootstrap: str, topics: list[str]) -> None:
         if time.monotonic() > deadline:
             raise ProveFailure(f"topics {doomed} were not deleted within 30 s on {bootstrap}")
         time.sleep(0.2)
+    if cluster.kafka is not None:  # one node forgetting a topic is not all of them
+        for name in doomed:
+            cluster.kafka.wait_for_topic_gone(name)
 
 
 def _delete_group(admin: Any, group: str) -> None:
@@ -202,7 +206,7 @@ def _delete_group(admin: Any, group: str) -> None:
 
 def create_topics(cluster: TrialCluster, names: list[str], partitions: int,
                   topics_file: Path | None) -> None:  # fmt: skip
-    from confluent_kafka import KafkaException
+    from confluent_kafka import KafkaError, KafkaException
     from confluent_kafka.admin import AdminClient, NewTopic
 
     if topics_file is not None:
@@ -213,18 +217,21 @@ def create_topics(cluster: TrialCluster, names: list[str], partitions: int,
         except Exception as error:  # SpecError, PlanError, TopicsError: one line each
             raise ProveError(f"{topics_file}: {error}") from None
     admin = AdminClient({"bootstrap.servers": cluster.bootstrap, "log_level": 0})
-    existing = admin.list_topics(timeout=10).topics
     config = dict(cluster.topic_config)
     placed = _placement(cluster, partitions)
+    # Every topic is asked for and the controller says which exist: a broker's metadata
+    # can still show a topic the last trial's reset deleted.
     wanted = [
         NewTopic(n, len(placed), -1, replica_assignment=placed, config=config) if placed
         else NewTopic(n, partitions, cluster.replication, config=config)
-        for n in names if n not in existing
+        for n in names
     ]  # fmt: skip
-    for name, future in admin.create_topics(wanted).items() if wanted else ():
+    for name, future in admin.create_topics(wanted).items():
         try:
             future.result(30)
         except KafkaException as error:
+            if error.args[0].code() == KafkaError.TOPIC_ALREADY_EXISTS:
+                continue  # made by the topics file
             raise ProveFailure(f"cannot create topic {name!r}: {error.args[0]}") from None
     if cluster.kafka is not None:
         for name in names:  # every node knows them before the pipeline asks

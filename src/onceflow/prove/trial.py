@@ -146,7 +146,7 @@ class Trials:
         cluster = self.shared_cluster()
         actions.cluster = cluster.kafka  # its node faults: a leader's followers lag first
         actions.lag_s, actions.node_down_s = LAG_S, NODE_DOWN_S
-        reset(cluster.bootstrap, names)
+        reset(cluster, names)
         create_topics(cluster, names, self.options.partitions, self.target.topics_file)
         yield cluster
 
