@@ -9,7 +9,9 @@ Both group protocols: classic and KIP-848 (``group.protocol=consumer``).
 
 from __future__ import annotations
 
+import datetime
 import signal
+import struct
 import subprocess
 import sys
 import time
@@ -17,7 +19,10 @@ import time
 import pytest
 from confluent_kafka import ConsumerGroupState
 from confluent_kafka.admin import AdminClient
+from kio.schema.join_group.v9.request import JoinGroupRequest, JoinGroupRequestProtocol
 
+from onceflow.protocol.client import WireClient
+from onceflow.protocol.errors import ErrorCode
 from onceflow.testing import unique_name
 
 MEMBER = """
@@ -88,3 +93,50 @@ def test_a_killed_member_leaves_at_once_only_with_the_setting(
     finally:
         second.kill()
         second.wait()
+
+
+def test_a_member_killed_while_its_join_is_parked_leaves_when_the_join_completes(
+    kafka_broker_factory, kafka_topic_factory
+) -> None:
+    """A JoinGroup waits for the rebalance to complete; a member whose connection closes
+    meanwhile is made when it completes, on a connection already gone: it leaves then (the
+    connection's end waits for its answers), not after its session."""
+    broker = kafka_broker_factory({"onceflow.group.leave.on.disconnect": "true"})
+    topic = kafka_topic_factory(partitions=3, broker=broker)
+    group = unique_name("parked")
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    first = start_member(broker.bootstrap, group, topic, "classic")
+    try:
+        assert assigned(first, 30) == 3
+        parked = WireClient(broker.bootstrap)
+        asked = parked.request(join_request(group, topic))  # Kafka's answer: join again with an id
+        assert asked.error_code == ErrorCode.member_id_required
+        parked.send(join_request(group, topic, member_id=asked.member_id))  # parked until `first`
+        time.sleep(0.5)  # rejoins, at its next heartbeat (3 s at most)
+        parked.close()
+        deadline = time.monotonic() + 15  # the parked member's session is 30 s
+        while members(admin, group) != 1 or not stable(admin, group):
+            assert time.monotonic() < deadline, "the parked member is still in the group"
+            time.sleep(0.2)
+    finally:
+        first.send_signal(signal.SIGKILL)
+        first.wait()
+
+
+def join_request(group: str, topic: str, member_id: str = "") -> JoinGroupRequest:
+    """A consumer's JoinGroup, its subscription to ``topic`` (ConsumerProtocolSubscription
+    v0: version, topics, no user data)."""
+    name = topic.encode()
+    subscription = struct.pack(">hih", 0, 1, len(name)) + name + struct.pack(">i", -1)
+    return JoinGroupRequest(
+        group_id=group, session_timeout=datetime.timedelta(seconds=30),
+        rebalance_timeout=datetime.timedelta(seconds=30), member_id=member_id,
+        group_instance_id=None, protocol_type="consumer",
+        protocols=(JoinGroupRequestProtocol(name="range", metadata=subscription),),
+        reason=None,
+    )  # fmt: skip
+
+
+def stable(admin: AdminClient, group: str) -> bool:
+    description = admin.describe_consumer_groups([group])[group].result(10)
+    return description.state == ConsumerGroupState.STABLE
