@@ -66,3 +66,24 @@ def test_the_probe_counts_rows_written_by_connections_that_close_after_each_comm
         assert probe.count() == 3
     finally:
         probe.close()
+
+
+def test_a_worker_stopped_at_an_any_trap_that_was_not_the_fault_is_let_go(tmp_path: Path) -> None:
+    """Two workers reach their N-th commit together and both stop themselves; the fault
+    takes one, the other is a stray the run must send SIGCONT (it sat stopped until its
+    group's session expired: a three-worker proof stalled 45 s)."""
+    traps = CommitTrapControl(tmp_path, workers=2)
+    fault = parse_fault("db_commit:1@any")
+    traps.arm(fault)
+    for worker in (1, 2):  # what the pipeline's hook writes before it stops itself
+        (tmp_path / f"sprung-{worker}").write_text(f"{traps.generation}\n")
+    assert traps.strays(now=0.0) == []  # both held by the armed fault, for now
+    chosen = traps.sprung(fault)
+    assert chosen == 1
+    traps.disarm_all(fault, chosen)
+    assert traps.strays(now=1.0) == [2]
+    assert traps.strays(now=1.5) == [2]  # SIGCONT again: it may have stopped only now
+    assert traps.strays(now=1.0 + traps.STRAY_S + 0.1) == [2]  # the last time
+    assert traps.strays(now=3.0) == []
+    traps.arm(fault)  # a new generation springs afresh
+    assert traps.sprung(fault) is None

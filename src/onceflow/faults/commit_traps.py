@@ -25,12 +25,59 @@ def pipeline_environment(directory: Path, tables: list[str], env: dict[str, str]
 
 
 class CommitTrapControl(TrapFiles):
-    def arm(self, fault: Fault) -> None:
-        self._arm_each(fault, str(fault.occurrence), ("sprung",))
+    """With ``@any`` every worker's trap is armed: two workers can reach their N-th commit
+    together and both stop themselves, but one is the fault's; the others are strays that
+    the run lets go on (``strays``), or they would sit stopped, their group waiting for
+    them until their sessions expire."""
 
-    def disarm_all(self, fault: Fault) -> None:
+    STRAY_S = 1.0  # a stray is sent SIGCONT this long (it may stop just after the first)
+
+    def __init__(self, directory: Path, workers: int = 1) -> None:
+        super().__init__(directory, workers)
+        self.live: int | None = None  # the generation armed now, until it is disarmed
+        self._strays_seen: dict[int, float] = {}
+
+    def arm(self, fault: Fault) -> None:
+        self._arm_each(fault, str(fault.occurrence), ())  # strays' files stay: see strays
+        self.live = self.generation
+
+    def sprung(self, fault: Fault) -> int | None:
+        """The worker whose trap for the armed fault sprang (None while none)."""
+        if self.live is None:
+            return None
+        return next((w for w in self._of(fault) if self._sprang_in(w) == self.live), None)
+
+    def disarm_all(self, fault: Fault, chosen: int | None = None) -> None:
+        """No trap armed any more; ``chosen`` is the worker the fault takes (its file goes:
+        a stopped worker of another file is a stray)."""
         for worker in self._of(fault):
-            self._remove(worker, "arm", "sprung")
+            self._remove(worker, "arm")
+        if chosen is not None:
+            self._remove(chosen, "sprung")
+        self.live = None
+
+    def strays(self, now: float) -> list[int]:
+        """Workers that stopped themselves at a trap that is not (or no longer) the armed
+        fault's: the run sends each SIGCONT for STRAY_S, then its file is forgotten."""
+        found = []
+        for worker in range(1, self.workers + 1):
+            generation = self._sprang_in(worker)
+            if generation is None or generation == self.live:
+                self._strays_seen.pop(worker, None)
+                continue
+            first = self._strays_seen.setdefault(worker, now)
+            if now - first > self.STRAY_S:
+                self._remove(worker, "sprung")
+                del self._strays_seen[worker]
+            found.append(worker)
+        return found
+
+    def _sprang_in(self, worker: int) -> int | None:
+        """The generation of the worker's sprung file (None: it has none)."""
+        try:
+            return int((self.directory / f"sprung-{worker}").read_text().split()[0])
+        except (OSError, ValueError, IndexError):
+            return None
 
     def busiest(self) -> int | None:
         """The worker that committed outputs last (None: none has yet)."""

@@ -150,6 +150,9 @@ class FaultRun:
             if self.first_output_at is None and count > 0:
                 self.first_output_at = now
         self._pace()
+        if self.commit_traps is not None:
+            for stray in self.commit_traps.strays(now):
+                self.workers[stray - 1].thaw()  # stopped at a trap that is not the fault's
         for worker in self.workers:
             self._check_ended(worker)
             armed = worker.armed
@@ -346,7 +349,7 @@ class FaultRun:
                 traps.release(sprung)
         else:
             held = f"worker {sprung} stopped right after a database commit of its outputs"
-            traps.disarm_all(fault)
+            traps.disarm_all(fault, sprung)
             release = worker.thaw
         self._next_watched()
         if fault.action == KILL:
