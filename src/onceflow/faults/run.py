@@ -9,8 +9,7 @@ each worker's last, unarmed life to exit 0 (a Runner that exits when idle).
 Two kinds of trigger, each its own queue, so faults on different workers land
 independently: faults *of a life* (a crash or pause point, ``time:N``) are armed one per
 life of their worker, in schedule order; faults watched *across lives* (``progress:N``, a
-request trap of the embedded broker) happen in schedule order, each armed once the
-previous one landed.
+request trap) happen in schedule order, each armed once the previous one landed.
 ``pace(allowance)`` tells an input feeder how many input records may exist so far, so that
 the input never runs out before every fault had its chance (None: all of it).
 """
@@ -150,9 +149,8 @@ class FaultRun:
             if self.first_output_at is None and count > 0:
                 self.first_output_at = now
         self._pace()
-        if self.commit_traps is not None:
-            for stray in self.commit_traps.strays(now):
-                self.workers[stray - 1].thaw()  # stopped at a trap that is not the fault's
+        for stray in self.commit_traps.strays(now) if self.commit_traps is not None else ():
+            self.workers[stray - 1].thaw()  # stopped at a trap that is not the fault's
         for worker in self.workers:
             self._check_ended(worker)
             armed = worker.armed

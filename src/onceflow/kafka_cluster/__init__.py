@@ -8,10 +8,11 @@ loopback and returns when every node serves Metadata. ``onceflow kafka-cluster``
 This package is below the CLI: it does not run the command itself.
 """
 
-from onceflow.kafka_cluster.cluster import KafkaCluster, coordinator_partition
+from onceflow.kafka_cluster.cluster import KafkaCluster
 from onceflow.kafka_cluster.errors import KafkaClusterError
 from onceflow.kafka_cluster.jars import KAFKA_VERSION, cache_dir, classpath, ensure_jars
 from onceflow.kafka_cluster.node import KafkaNode
+from onceflow.kafka_cluster.probe import coordinator_partition
 from onceflow.kafka_cluster.secured import SecuredListener
 from onceflow.kafka_cluster.settings import default_properties
 

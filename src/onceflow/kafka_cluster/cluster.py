@@ -22,7 +22,7 @@ import signal
 import tempfile
 import time
 import uuid
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -32,7 +32,7 @@ from onceflow.kafka_cluster.class_archive import existing_archive
 from onceflow.kafka_cluster.errors import KafkaClusterError
 from onceflow.kafka_cluster.node import DEFAULT_HEAP, FAST_START_OPTIONS, KafkaNode, find_java
 from onceflow.kafka_cluster.ports import free_ports, is_free
-from onceflow.kafka_cluster.probe import node_metadata
+from onceflow.kafka_cluster.probe import coordinator_partition, node_metadata, wait_for_every_node
 from onceflow.kafka_cluster.secured import LISTENER as SECURED
 from onceflow.kafka_cluster.secured import SecuredListener
 from onceflow.kafka_cluster.settings import default_properties
@@ -324,43 +324,29 @@ class KafkaCluster:
     def wait_for_topic(self, topic: str, timeout: float = 30.0) -> None:
         """Until every running node knows ``topic`` and a leader for each of its partitions
         (a new topic's metadata reaches the brokers one by one)."""
-        deadline = time.monotonic() + timeout
-        waiting = {node.node_id: node for node in self.nodes.values() if node.running}
-        while waiting:
-            for node_id, node in list(waiting.items()):
-                try:
-                    leaders = node_metadata(node.bootstrap, (topic,)).leaders.get(topic)
-                except OSError:
-                    continue
-                if leaders and all(leader >= 0 for leader in leaders.values()):
-                    del waiting[node_id]
-            if waiting and time.monotonic() > deadline:
-                raise KafkaClusterError(
-                    f"nodes {sorted(waiting)} do not know topic {topic!r} after {timeout:.0f}s"
-                )
-            if waiting:
-                time.sleep(0.1)
+
+        def knows(leaders: dict[str, dict[int, int]]) -> bool:
+            found = leaders.get(topic)
+            return bool(found) and all(leader >= 0 for leader in found.values())
+
+        self._wait_for_every_node(topic, knows, f"do not know topic {topic!r}", timeout)
 
     def wait_for_topic_gone(self, topic: str, timeout: float = 30.0) -> None:
         """Until no running node knows ``topic`` any more (a deletion, like a creation,
         reaches the brokers one by one)."""
-        deadline = time.monotonic() + timeout
-        waiting = {node.node_id: node for node in self.nodes.values() if node.running}
-        while waiting:
-            for node_id, node in list(waiting.items()):
-                try:
-                    known = node_metadata(node.bootstrap, (topic,)).leaders
-                except OSError:
-                    continue
-                if topic not in known:
-                    del waiting[node_id]
-            if waiting and time.monotonic() > deadline:
-                raise KafkaClusterError(
-                    f"nodes {sorted(waiting)} still know deleted topic {topic!r} after "
-                    f"{timeout:.0f}s"
-                )
-            if waiting:
-                time.sleep(0.1)
+        self._wait_for_every_node(
+            topic, lambda leaders: topic not in leaders, f"still know deleted topic {topic!r}",
+            timeout,
+        )  # fmt: skip
+
+    def _wait_for_every_node(
+        self, topic: str, done: Callable[[dict[str, dict[int, int]]], bool], failure: str,
+        timeout: float,
+    ) -> None:  # fmt: skip
+        running = {node.node_id: node.bootstrap for node in self.nodes.values() if node.running}
+        waiting = wait_for_every_node(running, topic, done, timeout)
+        if waiting:
+            raise KafkaClusterError(f"nodes {waiting} {failure} after {timeout:.0f}s")
 
     def wait_in_sync(
         self, topic: str, partitions: Iterable[int] | None = None, timeout: float = 60.0
@@ -500,18 +486,6 @@ def _admin(bootstrap: str) -> Any:
 
     # log_level 0: a node still starting refuses connections; that is not worth a line.
     return AdminClient({"bootstrap.servers": bootstrap, "log_level": 0})
-
-
-def coordinator_partition(key: str, partitions: int) -> int:
-    """Kafka's ``Utils.abs(key.hashCode()) % partitions`` (Java's String.hashCode)."""
-    value = 0
-    data = key.encode("utf-16-be")
-    for i in range(0, len(data), 2):
-        value = (31 * value + int.from_bytes(data[i : i + 2], "big")) & 0xFFFFFFFF
-    if value >= 1 << 31:
-        value -= 1 << 32
-    absolute = 0 if value == -(1 << 31) else abs(value)
-    return absolute % partitions
 
 
 def _random_cluster_id() -> str:

@@ -1,11 +1,14 @@
 """Ask one node (not "the cluster") for metadata, over onceflow's raw protocol client.
 
 librdkafka sends a metadata request to whichever broker it likes once it knows several,
-so "does node 2 serve Metadata?" needs a connection to node 2 alone.
+so "does node 2 serve Metadata?" needs a connection to node 2 alone. Also which partition
+of a coordinator's topic holds a key, the way Kafka hashes it.
 """
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from kio.schema.metadata.v12.request import MetadataRequest, MetadataRequestTopic
@@ -47,3 +50,40 @@ def node_metadata(address: str, topics: tuple[str, ...] = (), timeout: float = 2
         for topic in known
     }
     return NodeView(frozenset(int(b.node_id) for b in response.brokers), leaders, isrs)
+
+
+def wait_for_every_node(
+    nodes: dict[int, str], topic: str, done: Callable[[dict[str, dict[int, int]]], bool],
+    timeout: float,
+) -> list[int]:  # fmt: skip
+    """Ask each node (id -> address) about ``topic`` until ``done`` holds for what it
+    knows of it (its leaders by topic); the ids still not done after ``timeout``."""
+    deadline = time.monotonic() + timeout
+    waiting = dict(nodes)
+    while waiting:
+        for node_id, address in list(waiting.items()):
+            try:
+                leaders = node_metadata(address, (topic,)).leaders
+            except OSError:
+                continue
+            if done(leaders):
+                del waiting[node_id]
+        if waiting and time.monotonic() > deadline:
+            break
+        if waiting:
+            time.sleep(0.1)
+    return sorted(waiting)
+
+
+def coordinator_partition(key: str, partitions: int) -> int:
+    """Kafka's ``Utils.abs(key.hashCode()) % partitions`` (Java's String.hashCode): the
+    partition of ``__consumer_offsets`` / ``__transaction_state`` a group or a
+    transactional id lives in."""
+    value = 0
+    data = key.encode("utf-16-be")
+    for i in range(0, len(data), 2):
+        value = (31 * value + int.from_bytes(data[i : i + 2], "big")) & 0xFFFFFFFF
+    if value >= 1 << 31:
+        value -= 1 << 32
+    absolute = 0 if value == -(1 << 31) else abs(value)
+    return absolute % partitions
