@@ -85,5 +85,12 @@ def test_a_worker_stopped_at_an_any_trap_that_was_not_the_fault_is_let_go(tmp_pa
     assert traps.strays(now=1.5) == [2]  # SIGCONT again: it may have stopped only now
     assert traps.strays(now=1.0 + traps.STRAY_S + 0.1) == [2]  # the last time
     assert traps.strays(now=3.0) == []
+    late = tmp_path / "sprung-2"  # a worker that read its arm file before the disarm
+    late.write_text(f"{traps.generation}\n")
+    assert traps.strays(now=4.0) == [2]
+    traps.strays(now=5.1)  # forgotten after STRAY_S
+    assert traps.strays(now=1.0 + traps.WATCH_S + 5.0) == []
+    late.write_text(f"{traps.generation}\n")  # long after the disarm: no more reads
+    assert traps.strays(now=1.0 + traps.WATCH_S + 6.0) == []
     traps.arm(fault)  # a new generation springs afresh
     assert traps.sprung(fault) is None

@@ -31,11 +31,17 @@ class CommitTrapControl(TrapFiles):
     them until their sessions expire."""
 
     STRAY_S = 1.0  # a stray is sent SIGCONT this long (it may stop just after the first)
+    # a worker that read its arm file before the disarm stops within this (a long wait for
+    # the CPU on a loaded machine included)
+    WATCH_S = 10.0
 
     def __init__(self, directory: Path, workers: int = 1) -> None:
         super().__init__(directory, workers)
         self.live: int | None = None  # the generation armed now, until it is disarmed
         self._strays_seen: dict[int, float] = {}
+        # strays can only follow a disarm: the files are read from then, not at every step
+        self._watching = False
+        self._watch_from: float | None = None
 
     def arm(self, fault: Fault) -> None:
         self._arm_each(fault, str(fault.occurrence), ())  # strays' files stay: see strays
@@ -48,17 +54,23 @@ class CommitTrapControl(TrapFiles):
         return next((w for w in self._of(fault) if self._sprang_in(w) == self.live), None)
 
     def disarm_all(self, fault: Fault, chosen: int | None = None) -> None:
-        """No trap armed any more; ``chosen`` is the worker the fault takes (its file goes:
-        a stopped worker of another file is a stray)."""
+        """No trap armed any more. ``chosen`` is the worker the fault takes: its sprung
+        file goes, and any other worker's that remains, or appears, is a stray's."""
         for worker in self._of(fault):
             self._remove(worker, "arm")
         if chosen is not None:
             self._remove(chosen, "sprung")
         self.live = None
+        self._watching, self._watch_from = True, None
 
     def strays(self, now: float) -> list[int]:
         """Workers that stopped themselves at a trap that is not (or no longer) the armed
-        fault's: the run sends each SIGCONT for STRAY_S, then its file is forgotten."""
+        fault's: the run sends each SIGCONT for STRAY_S, then its file is forgotten. Looked
+        for from a disarm until WATCH_S passed with none."""
+        if not self._watching:
+            return []
+        if self._watch_from is None:
+            self._watch_from = now
         found = []
         for worker in range(1, self.workers + 1):
             generation = self._sprang_in(worker)
@@ -70,6 +82,8 @@ class CommitTrapControl(TrapFiles):
                 self._remove(worker, "sprung")
                 del self._strays_seen[worker]
             found.append(worker)
+        if not found and now - self._watch_from > self.WATCH_S:
+            self._watching = False
         return found
 
     def _sprang_in(self, worker: int) -> int | None:
