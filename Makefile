@@ -98,8 +98,7 @@ stress: venv system-deps kafka-jars spark-archive
 	ONCEFLOW_STRESS=1 ONCEFLOW_FAILOVER_ROUNDS=$(STRESS_FAILOVER_ROUNDS) $(BIN)/python -m pytest \
 		-q tests/apache_kafka/test_transactional_failover.py
 	ONCEFLOW_STRESS=1 $(BIN)/python -m pytest -q tests/integration/test_prove.py
-	ONCEFLOW_STRESS=1 $(BIN)/python -m pytest -q tests/apache_kafka/test_chaos_cluster.py \
-		tests/apache_kafka/test_prove_cluster_faults.py
+	ONCEFLOW_STRESS=1 $(BIN)/python -m pytest -q tests/apache_kafka/test_chaos_cluster.py
 
 # docs/console-*.png: the console's pages in Chromium, taken by its browser tests.
 console-screenshots: venv system-deps

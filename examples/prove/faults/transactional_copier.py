@@ -10,8 +10,10 @@ resumes from the offsets the last committed transaction stored); a commit that f
 and one does when the node coordinating the transactional id dies (``--faults
 txn-coordinator`` on an Apache Kafka cluster).
 
-Fixed (``--rewind``): a commit that fails with a retriable error is retried; after an
-abort the consumer seeks back to the offsets its group has committed.
+Fixed (``--rewind``): a step of the commit (the offsets, the commit itself) that fails with
+a retriable error is made again; after an abort the consumer seeks back to the offsets its
+group has committed. (Retrying only the commit after the offsets failed commits the batch
+without its offsets: a later abort's rewind then copies it twice.)
 
 Both make a new producer when the abort itself fails fatally (librdkafka gives a producer
 up when an abort meets the failed commit's requests still in flight), as long-running
@@ -57,6 +59,21 @@ def rewind() -> None:
         consumer.seek(tp if tp.offset >= 0 else TopicPartition(tp.topic, tp.partition, 0))
 
 
+def again_while_retriable(call, *arguments):
+    """--rewind: a call that fails with a retriable error is made again (the client docs:
+    the transaction is still good); the broken copier gives the transaction up at once."""
+    while True:
+        try:
+            return call(*arguments)
+        except KafkaException as error:
+            if (
+                not args.rewind
+                or not error.args[0].retriable()
+                or error.args[0].txn_requires_abort()
+            ):
+                raise
+
+
 while True:
     messages = [m for m in consumer.consume(100, 0.5) if m.error() is None]
     if not messages:
@@ -64,15 +81,12 @@ while True:
     producer.begin_transaction()
     for message in messages:
         producer.produce(args.output, message.value(), message.key())
+    positions = consumer.position(consumer.assignment())
+    group = consumer.consumer_group_metadata()
     try:
-        producer.send_offsets_to_transaction(
-            consumer.position(consumer.assignment()), consumer.consumer_group_metadata(), 5
-        )
-        producer.commit_transaction(5)
-    except KafkaException as error:
-        if args.rewind and error.args[0].retriable() and not error.args[0].txn_requires_abort():
-            producer.commit_transaction()  # the commit may have gone through: ask again
-            continue
+        again_while_retriable(producer.send_offsets_to_transaction, positions, group, 5)
+        again_while_retriable(producer.commit_transaction, 5)
+    except KafkaException:
         try:
             producer.abort_transaction()
         except KafkaException as failed:
