@@ -14,6 +14,7 @@ from onceflow.faults.commit_traps import CommitTrapControl
 from onceflow.faults.outputs import Output
 from onceflow.faults.probe import OutputProbe
 from onceflow.faults.schedule import NETWORK_ACTIONS, PAUSE, PROGRESS, parse_fault
+from onceflow.faults.slack import Slack
 
 
 def test_pause_is_a_fault_that_needs_a_proxy() -> None:
@@ -94,3 +95,29 @@ def test_a_worker_stopped_at_an_any_trap_that_was_not_the_fault_is_let_go(tmp_pa
     assert traps.strays(now=1.0 + traps.WATCH_S + 6.0) == []
     traps.arm(fault)  # a new generation springs afresh
     assert traps.sprung(fault) is None
+
+
+def test_the_slack_waits_out_a_pipeline_that_writes_every_few_seconds() -> None:
+    """A pipeline that writes every 5 s is not idle after 2 s quiet (its slack grew at every
+    write and the input ran out before the faults: INCOMPLETE on a correct pipeline)."""
+    slack = Slack(settle_s=2.0, reading_s=6.0)
+    for _ in range(5):
+        slack.output_grew(5.0)
+    assert not slack.idle(now=106.0, last_growth=100.0)
+    assert slack.idle(now=108.0, last_growth=100.0)
+
+
+def test_the_slack_grows_again_when_what_it_let_in_was_lost() -> None:
+    """A pipeline that drops what it reads (a broken revoke callback) writes nothing more
+    at that output count: the slack grew once per count and the run starved until its stall
+    limit (exit 2 instead of the missing records)."""
+    slack = Slack(settle_s=2.0, reading_s=6.0)
+    assert slack.idle(now=103.0, last_growth=100.0)
+    slack.grow(batch=50, now=103.0)
+    assert slack.records == 50
+    assert not slack.idle(now=106.0, last_growth=100.0)  # still reading it, maybe
+    assert slack.idle(now=109.5, last_growth=100.0)
+    slack.grow(batch=50, now=109.5)
+    assert slack.records == 100
+    slack.reset()
+    assert slack.records == 0

@@ -27,6 +27,7 @@ from onceflow.faults.commit_traps import CommitTrapControl
 from onceflow.faults.progress import Progress
 from onceflow.faults.results import Landing, Limits, RunError, RunResult
 from onceflow.faults.schedule import ANY_WORKER, KILL, PAUSE, PROGRESS, TIME, Fault, Schedule
+from onceflow.faults.slack import Slack
 from onceflow.faults.traps import TrapControl
 from onceflow.faults.workers import Ending, Life, ProcessFactory, Worker
 from onceflow.protocol.codec import api_name
@@ -108,8 +109,7 @@ class FaultRun:
         self.last_growth = 0.0
         self.outputs_at_fault = 0  # progress:N counts from the previous watched fault
         self.crashes_in_a_row = 0
-        self.slack = 0  # grows while the paced pipeline is idle with faults pending
-        self.slack_at = -1  # the outputs when it last grew
+        self.slack = Slack(self.limits.settle_s, START_GRACE_S)  # idle with faults pending
         self.commit_watch: int | None = None  # the outputs when a kill began to wait for
         # the next commit of the outputs (None: no kill waits)
         self.trap_armed_at: int | None = None  # the outputs when the head's trap was armed
@@ -145,6 +145,7 @@ class FaultRun:
         now = time.monotonic()
         count = self._count()
         if count != self.outputs:
+            self.slack.output_grew(now - self.last_growth)
             self.outputs, self.last_growth, self.crashes_in_a_row = count, now, 0
             if self.first_output_at is None and count > 0:
                 self.first_output_at = now
@@ -359,7 +360,7 @@ class FaultRun:
         return False
 
     def _next_watched(self) -> None:
-        self.slack = 0  # a new fault: the input is let in from its own window again
+        self.slack.reset()
         self.watched.popleft()
         self.outputs = max(self.outputs, self._count())  # the next fault counts from here
         self.outputs_at_fault = self.outputs
@@ -390,7 +391,7 @@ class FaultRun:
     def _load_under_fault(self, batches: int) -> None:
         if self.pace is not None:
             outputs = max(self.outputs, self._count())
-            self.pace(outputs + batches * self.batch_hint + self.slack)
+            self.pace(outputs + batches * self.batch_hint + self.slack.records)
 
     # -- pacing and the end ---------------------------------------------------------------------
 
@@ -415,25 +416,24 @@ class FaultRun:
         if not pending:
             self.pace(None)
             return
-        if self._starved():  # let more in, twice as much each time
-            self.slack, self.slack_at = max(2 * self.slack, self.batch_hint), self.outputs
+        if self._starved():
+            self.slack.grow(self.batch_hint, time.monotonic())
         if self.commit_watch is not None:  # a little more, for the commit the kill waits for
-            self.pace(self.commit_watch + WATCH_WINDOW + self.slack)
+            self.pace(self.commit_watch + WATCH_WINDOW + self.slack.records)
             return
         head = self.watched[0] if self.watched else None
         armed = head is not None and head.trapped and self.trap_armed_at is not None
         if armed and not self._trap_control(head).seen(head):  # until it shows it does that
-            self.pace(self.trap_armed_at + REQUEST_WINDOW + self.slack)
+            self.pace(self.trap_armed_at + REQUEST_WINDOW + self.slack.records)
             return
-        self.pace(self.outputs + max(self._window(f) for f in pending) + self.slack)
+        self.pace(self.outputs + max(self._window(f) for f in pending) + self.slack.records)
 
     def _starved(self) -> bool:
-        """Faults are pending and nothing moves for want of input, not because a worker is
-        still starting (a restarted consumer rejoins its group and reads what its last life
-        left uncommitted first: input let in meanwhile would all go into its first
-        transaction, and the input would run out before the later faults)."""
+        """Faults are pending and nothing moves for want of input (see Slack), not because a
+        worker is still starting (a restarted consumer reads what its last life left
+        uncommitted first: input let in meanwhile would all go into its first transaction)."""
         now = time.monotonic()
-        if now - self.last_growth < self.limits.settle_s or self.outputs == self.slack_at:
+        if not self.slack.idle(now, self.last_growth):
             return False
         started = self.outputs > self.outputs_at_last_start
         return started or now - self.last_start >= START_GRACE_S

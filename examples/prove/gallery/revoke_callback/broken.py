@@ -1,5 +1,5 @@
 """BROKEN: a consumer group whose revoke callback commits work it has abandoned. Each worker
-buffers the orders of its partitions and writes them every 100 orders or every second
+buffers the orders of its partitions and writes them every 100 orders or every 2 seconds
 (idempotently: the order id is the primary key), committing the offsets after the write.
 When a rebalance takes partitions away, on_revoke drops their buffered orders ("another
 worker owns them now") and commits the consumer's position, which is past those orders:
@@ -66,5 +66,5 @@ while True:
         if not message.error():
             buffered.setdefault(message.partition(), []).append(message)
     pending = sum(len(messages) for messages in buffered.values())
-    if pending >= 100 or (pending and time.monotonic() - flushed_at >= 1.0):
+    if pending >= 100 or (pending and time.monotonic() - flushed_at >= 2.0):
         flush(list(buffered))

@@ -59,5 +59,5 @@ while True:
         if not message.error():
             buffered.setdefault(message.partition(), []).append(message)
     pending = sum(len(messages) for messages in buffered.values())
-    if pending >= 100 or (pending and time.monotonic() - flushed_at >= 1.0):
+    if pending >= 100 or (pending and time.monotonic() - flushed_at >= 2.0):
         flush(list(buffered))
