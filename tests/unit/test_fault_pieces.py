@@ -103,8 +103,8 @@ def test_the_slack_waits_out_a_pipeline_that_writes_every_few_seconds() -> None:
     slack = Slack(settle_s=2.0, reading_s=6.0)
     for _ in range(5):
         slack.output_grew(5.0)
-    assert not slack.idle(now=106.0, last_growth=100.0)
-    assert slack.idle(now=108.0, last_growth=100.0)
+    assert not slack.idle(now=106.0, last_growth=100.0, outputs=10)
+    assert slack.idle(now=108.0, last_growth=100.0, outputs=10)
 
 
 def test_the_slack_grows_again_when_what_it_let_in_was_lost() -> None:
@@ -112,12 +112,22 @@ def test_the_slack_grows_again_when_what_it_let_in_was_lost() -> None:
     at that output count: the slack grew once per count and the run starved until its stall
     limit (exit 2 instead of the missing records)."""
     slack = Slack(settle_s=2.0, reading_s=6.0)
-    assert slack.idle(now=103.0, last_growth=100.0)
+    assert slack.idle(now=103.0, last_growth=100.0, outputs=61)
     slack.grow(batch=50, now=103.0)
     assert slack.records == 50
-    assert not slack.idle(now=106.0, last_growth=100.0)  # still reading it, maybe
-    assert slack.idle(now=109.5, last_growth=100.0)
+    assert not slack.idle(now=106.0, last_growth=100.0, outputs=61)  # still reading it, maybe
+    assert slack.idle(now=109.5, last_growth=100.0, outputs=61)
     slack.grow(batch=50, now=109.5)
     assert slack.records == 100
     slack.reset()
     assert slack.records == 0
+
+
+def test_the_slack_grows_once_while_the_pipeline_has_written_nothing() -> None:
+    """A pipeline that wrote nothing yet is starting (three workers forming their group
+    take seconds): input let in meanwhile would all go into its first commits, and the
+    input would run out before the later faults. Lost input is regrown only after a write."""
+    slack = Slack(settle_s=2.0, reading_s=6.0)
+    assert slack.idle(now=103.0, last_growth=100.0, outputs=0)
+    slack.grow(batch=50, now=103.0)
+    assert not slack.idle(now=120.0, last_growth=100.0, outputs=0)

@@ -433,7 +433,7 @@ class FaultRun:
         worker is still starting (a restarted consumer reads what its last life left
         uncommitted first: input let in meanwhile would all go into its first transaction)."""
         now = time.monotonic()
-        if not self.slack.idle(now, self.last_growth):
+        if not self.slack.idle(now, self.last_growth, self.outputs):
             return False
         started = self.outputs > self.outputs_at_last_start
         return started or now - self.last_start >= START_GRACE_S

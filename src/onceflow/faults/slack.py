@@ -1,13 +1,15 @@
 """The input a paced run lets in beyond what its next fault needs (the slack), and when the
-pipeline is idle for want of input: quiet for longer than it usually is between two writes
-(a pipeline that writes every few seconds is not idle after two), and not still reading
-what the slack let in last time."""
+pipeline is idle for want of input: quiet for longer than its longest time between two of
+its last writes (a pipeline that writes every few seconds is not idle after two: with the
+median gap, three workers flushing every 3 s still looked idle often enough for the slack
+to let in most of the input before the later faults), and not still reading what the
+slack let in last time."""
 
 from __future__ import annotations
 
 from collections import deque
 
-GAPS = 5  # the last times between two output growths the pipeline's usual gap is taken from
+GAPS = 5  # the last times between two output growths, the longest of which is its usual gap
 USUAL_GAP_FACTOR = 1.5
 
 
@@ -22,11 +24,15 @@ class Slack:
     def output_grew(self, quiet_s: float) -> None:
         self.gaps.append(quiet_s)
 
-    def idle(self, now: float, last_growth: float) -> bool:
-        usual = sorted(self.gaps)[len(self.gaps) // 2] if self.gaps else 0.0
+    def idle(self, now: float, last_growth: float, outputs: int) -> bool:
+        usual = max(self.gaps, default=0.0)
         if now - last_growth < max(self.settle_s, USUAL_GAP_FACTOR * usual):
             return False
-        return not (self.grown_at > last_growth and now - self.grown_at < self.reading_s)
+        if self.grown_at <= last_growth:
+            return True
+        # it grew and nothing was written since: again only if what it let in was lost (a
+        # pipeline that wrote nothing yet is still starting: its group forming, say)
+        return outputs > 0 and now - self.grown_at >= self.reading_s
 
     def grow(self, batch: int, now: float) -> None:
         """Twice as much each time."""
