@@ -62,6 +62,19 @@ class RawRecord:
     value: bytes | None
 
 
+# The partition's leader is changing (a node died): the answer comes from the next leader.
+LEADER_MOVING = frozenset(
+    {"NOT_LEADER_FOR_PARTITION", "LEADER_NOT_AVAILABLE", "FENCED_LEADER_EPOCH",
+     "UNKNOWN_LEADER_EPOCH", "_TRANSPORT"}
+)  # fmt: skip
+LEADER_RETRY_S = 0.2
+
+
+def _leader_moving(error: Exception) -> bool:
+    name = getattr(error.args[0] if error.args else None, "name", None)
+    return callable(name) and name() in LEADER_MOVING
+
+
 def topic_ranges(
     bootstrap: Cluster, topic: str, timeout: float = 15.0
 ) -> dict[int, PartitionRange]:
@@ -85,13 +98,21 @@ def topic_ranges(
         if problem is not None:
             raise SourceError(f"topic {topic!r}: partition {topic}-{number} is {problem}")
 
+    deadline = time.monotonic() + timeout
+
     def query(spec: Any, isolation: Any) -> dict[int, int]:
-        futures = admin.list_offsets(
-            {TopicPartition(topic, p): spec for p in partitions},
-            isolation_level=isolation,
-            request_timeout=timeout,
-        )
-        return {tp.partition: future.result().offset for tp, future in futures.items()}
+        while True:
+            futures = admin.list_offsets(
+                {TopicPartition(topic, p): spec for p in partitions},
+                isolation_level=isolation,
+                request_timeout=timeout,
+            )
+            try:
+                return {tp.partition: future.result().offset for tp, future in futures.items()}
+            except KafkaException as error:  # a leader moving: ask again, as Kafka's clients do
+                if not _leader_moving(error) or time.monotonic() > deadline:
+                    raise
+            time.sleep(LEADER_RETRY_S)
 
     start = query(OffsetSpec.earliest(), IsolationLevel.READ_UNCOMMITTED)
     stable = query(OffsetSpec.latest(), IsolationLevel.READ_COMMITTED)
