@@ -17,8 +17,7 @@ after 6 s) and every node is back before the next test.
 The fixed copier retries each step of its commit that fails retriably: one that retried
 only the commit after its offsets failed held through most runs and duplicated a batch
 (51) in one (the batch committed without its offsets, then an abort's rewind copied it
-again). In 7 runs of the coordinator cases here (the last ones before they moved into
-``make test``), each broken copier was found every time.
+again). In 9 runs of this file (2026-12-02), each broken copier was found every time.
 """
 
 from __future__ import annotations
