@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from onceflow.kafka_cluster.ports import free_port
+from onceflow.ports import free_port
 
 USER = "onceflow"
 

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
-from onceflow.kafka_cluster.ports import free_port
+from onceflow.ports import free_port
 
 BURROW = shutil.which("Burrow") or "/usr/bin/Burrow"
 ZOOKEEPER_JAR = Path("/usr/share/java/zookeeper.jar")

@@ -24,7 +24,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from onceflow.cli import main
-from onceflow.kafka_cluster.ports import free_port
+from onceflow.ports import free_port
 from onceflow.testing import unique_name
 from tests.integration.console_script import assert_one_line_error
 from tests.integration.console_script import onceflow as console_script

@@ -20,7 +20,7 @@ from click.testing import CliRunner
 from confluent_kafka import Consumer, TopicPartition
 
 from onceflow.cli import main
-from onceflow.kafka_cluster.ports import free_port
+from onceflow.ports import free_port
 from onceflow.testing import unique_name
 from tests.integration.console_script import onceflow
 from tests.kit.clients import new_topic, produce

@@ -15,7 +15,7 @@ from starlette.testclient import TestClient
 
 from onceflow.admin.connect import ClusterSession
 from onceflow.console.app import ConsoleSettings, create_app
-from onceflow.kafka_cluster.ports import free_port
+from onceflow.ports import free_port
 from onceflow.testing import unique_name
 from tests.integration.console_script import assert_one_line_error, onceflow
 from tests.kit.clients import consume, create_topic, produce

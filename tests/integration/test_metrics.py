@@ -10,7 +10,7 @@ import pytest
 from confluent_kafka import Producer
 from prometheus_client.parser import text_string_to_metric_families
 
-from onceflow.kafka_cluster.ports import free_port
+from onceflow.ports import free_port
 from onceflow.testing import unique_name
 from tests.integration.console_script import onceflow
 from tests.kit.clients import admin, consume, create_topic, produce

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Producer
 
-from onceflow.kafka_cluster.ports import free_port
+from onceflow.ports import free_port
 from onceflow.testing import unique_name
 from tests.kit.clients import consume, create_topic, produce
 from tests.kit.wait import wait_until

@@ -16,7 +16,7 @@ from confluent_kafka import Producer
 
 from onceflow.cli import main
 from onceflow.db import connect
-from onceflow.kafka_cluster.ports import free_port
+from onceflow.ports import free_port
 from onceflow.testing import unique_name
 from onceflow.verify.sources import (
     READ_UNCOMMITTED,

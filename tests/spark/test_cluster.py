@@ -26,7 +26,7 @@ from pathlib import Path
 
 import pytest
 
-from onceflow.kafka_cluster.ports import free_port
+from onceflow.ports import free_port
 from onceflow.spark.session import java_home
 from onceflow.verify.run import run_verify
 from tests.postgres import postgres_server, postgres_url  # noqa: F401  (fixtures)

@@ -33,6 +33,7 @@ LAYERS: list[tuple[str, ...]] = [
         "client_errors",
         "configuration_error",
         "sql_dialect",
+        "ports",
     ),
     # The broker, bottom up: the wire protocol, configuration, storage, coordinators,
     # the server (with broker/process.py, which starts one as a child process).

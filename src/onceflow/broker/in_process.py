@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from onceflow.broker.broker import Broker
-from onceflow.broker.process import with_ports
+from onceflow.broker.process import bind_ports
 from onceflow.broker.security.settings import SecuritySettingError, parse_add_scram
 from onceflow.config import BrokerConfig
 from onceflow.log.dir_lock import DataDirInUse
@@ -77,7 +77,8 @@ class InProcessBroker:
         if self._broker is not None:
             raise RuntimeError("the broker is already running")
         try:
-            config = BrokerConfig.from_strings(self._config_with_ports())
+            settings, self.port, self.listeners = bind_ports(self.config, self.port, self.listeners)
+            config = BrokerConfig.from_strings(settings)
             users = [parse_add_scram(text) for text in self.scram_users]
             broker = Broker(
                 self.data_dir, "127.0.0.1", self.port, config, self.advertised_host, users
@@ -141,13 +142,6 @@ class InProcessBroker:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
-
-    def _config_with_ports(self) -> dict[str, str]:
-        """The settings; on a restart with ``listeners``, each port 0 as it was bound."""
-        config = dict(self.config)
-        if "listeners" in config and self.listeners:
-            config["listeners"] = with_ports(config["listeners"], self.listeners)
-        return config
 
 
 def _run_loop(loop: asyncio.AbstractEventLoop, ready: threading.Event) -> None:

@@ -3,6 +3,11 @@
 Used by the pytest plugin (``onceflow.testing``), the demos, the chaos harness and the
 benchmarks; it needs nothing but the standard library.
 
+A port 0 (the default, or in ``listeners``) becomes a free port below the kernel's
+ephemeral range (``onceflow.ports``), kept across restarts. A port the kernel hands out
+would, once the broker is gone, go to the next socket that binds port 0 (a Spark worker's
+callback socket, say), and a client still retrying the dead broker would connect to it.
+
 The broker never outlives the process that started it (``onceflow.children``: its own
 session, PR_SET_PDEATHSIG on Linux), so a test run that is itself killed leaves no broker
 behind.
@@ -19,6 +24,7 @@ import time
 from pathlib import Path
 
 from onceflow import children
+from onceflow.ports import free_port, free_ports
 
 
 class BrokerProcess:
@@ -70,11 +76,8 @@ class BrokerProcess:
             "INFO",
             *self.args,
         ]
-        config = dict(self.config)
-        if "listeners" in config:
-            if self.listeners:  # a restart: the ports picked the first time
-                config["listeners"] = with_ports(config["listeners"], self.listeners)
-        else:
+        config, self.port, self.listeners = bind_ports(self.config, self.port, self.listeners)
+        if "listeners" not in config:
             command += ["--port", str(self.port)]
         if self.advertised_host:
             command += ["--advertised-host", self.advertised_host]
@@ -162,6 +165,31 @@ def with_ports(listeners: str, bound: dict[str, str]) -> str:
             port = bound[name.upper()].rsplit(":", 1)[1]
         entries.append(f"{name}://{host}:{port}")
     return ",".join(entries)
+
+
+def bind_ports(
+    config: dict[str, str], port: int, listeners: dict[str, str]
+) -> tuple[dict[str, str], int, dict[str, str]]:
+    """The settings, port and listeners to start with: each port 0 a free port below the
+    ephemeral range; on a restart (``listeners`` known), the ports of the first start."""
+    config = dict(config)
+    if "listeners" not in config:
+        return config, port or free_port(), listeners
+    listeners = listeners or chosen_ports(config["listeners"])
+    config["listeners"] = with_ports(config["listeners"], listeners)
+    return config, port, listeners
+
+
+def chosen_ports(listeners: str) -> dict[str, str]:
+    """Listener name -> ``host:port`` for each listener on port 0, with a free port."""
+    zeros = [entry.strip().partition("://") for entry in listeners.split(",")]
+    zeros = [
+        (name, address.rpartition(":")[0])
+        for name, _, address in zeros
+        if address.rpartition(":")[2] == "0"
+    ]
+    ports = free_ports(len(zeros)) if zeros else []
+    return {name.upper(): f"{host}:{port}" for (name, host), port in zip(zeros, ports, strict=True)}
 
 
 def temporary_broker(config: dict[str, str] | None = None) -> BrokerProcess:

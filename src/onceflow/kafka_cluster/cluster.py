@@ -31,11 +31,11 @@ from onceflow.kafka_cluster import jars
 from onceflow.kafka_cluster.class_archive import existing_archive
 from onceflow.kafka_cluster.errors import KafkaClusterError
 from onceflow.kafka_cluster.node import DEFAULT_HEAP, FAST_START_OPTIONS, KafkaNode, find_java
-from onceflow.kafka_cluster.ports import free_ports, is_free
 from onceflow.kafka_cluster.probe import coordinator_partition, node_metadata, wait_for_every_node
 from onceflow.kafka_cluster.secured import LISTENER as SECURED
 from onceflow.kafka_cluster.secured import SecuredListener
 from onceflow.kafka_cluster.settings import default_properties
+from onceflow.ports import free_ports, is_free
 
 START_TIMEOUT = 120.0
 # Nodes stopping together can wait on a controller quorum that is going away: SIGKILL then.

@@ -32,8 +32,8 @@ from onceflow.faults.probe import groups_committed_on
 from onceflow.faults.proxy import TcpProxy
 from onceflow.faults.schedule import NETWORK_ACTIONS, POWER_LOSS, Schedule
 from onceflow.faults.traps import TRAPS_ENV, TrapControl
-from onceflow.kafka_cluster.ports import free_ports
 from onceflow.log.durability import JOURNAL_ENV
+from onceflow.ports import free_ports
 from onceflow.prove.errors import ProveError, ProveFailure
 from onceflow.prove.options import ProofOptions
 

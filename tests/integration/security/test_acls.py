@@ -104,7 +104,13 @@ def produce_one(config: dict, topic: str) -> KafkaError | None:
         fatal = raised if isinstance(raised, KafkaException) else raised.__context__
         if not isinstance(fatal, KafkaException):
             raise
+        # The client keeps this error where gc cannot see it; with its traceback it would
+        # keep this frame, the caller's and their clients (the module's admin) alive and
+        # connecting to this broker's port long after the broker stopped.
+        raised.__traceback__ = fatal.__traceback__ = None
         return fatal.args[0]
+    finally:
+        producer.close()
     return errors[0]
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from onceflow.kafka_cluster.ports import free_port
+from onceflow.ports import free_port
 from onceflow.protocol.client import AuthenticationError, WireClient, parse_bootstrap
 from onceflow.protocol.errors import ErrorCode
 from tests.integration.security.secured import ALICE, BOB, PLAIN_USERS, client_config
