@@ -64,7 +64,7 @@ test: venv system-deps kafka-jars spark-archive
 # points on both databases for each strategy, 20 fresh demo runs, and 10,000 idle
 # connections to one broker with a produce/consume round trip through them (loopback), the
 # Runner patterns' kill tests on PostgreSQL too; on the 3-node Apache Kafka cluster, the
-# Runner patterns on both databases with every kill, prove's coordinator faults,
+# Runner patterns on both databases with every kill,
 # the copier and the kafka_transactions worker through leader and coordinator SIGKILLs
 # (several rounds), 5 rounds of each Spark failover (leader and transaction coordinator
 # SIGKILLs mid-batch), every quick chaos cell the cluster can run (the failover cells

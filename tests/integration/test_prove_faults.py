@@ -54,8 +54,12 @@ def test_each_fault_kind_finds_what_only_it_breaks(
         "--", sys.executable, *script, cwd=FAULTS, timeout=600,
     )  # fmt: skip
     assert result.returncode == code, result.stdout + result.stderr
-    if code == 1:
-        assert "exactly-once BROKEN: " in result.stdout
-        assert "duplicated after 1 fault" in result.stdout or "duplicated after" in result.stdout
+    if code == 1:  # the verdict and its replay line name the fault kind that broke it
+        kind = options[options.index("--faults") + 1]
+        lines = result.stdout.splitlines()
+        verdict = next(line for line in lines if "exactly-once BROKEN: " in line)
+        assert "duplicated after " in verdict and f"{kind}/" in verdict, result.stdout
+        replay = next(line for line in lines if line.lstrip().startswith("replay:"))
+        assert f"--kills {kind}/" in replay or f",{kind}/" in replay, result.stdout
     else:
         assert "exactly-once held: " in result.stdout and "INCOMPLETE" not in result.stdout
