@@ -1,5 +1,6 @@
 """``onceflow prove --faults broker|network|coordinator-cut|delay`` on the embedded broker:
-each finds a pipeline that pipeline kills never break, and its fixed twin holds.
+each finds a pipeline that pipeline kills never break, and its fixed twin holds; the
+files' faults (power-loss, disk-full, db-lock) land and a correct pipeline holds.
 
 * broker, network: a copier that resumes from its own output with a non-idempotent
   producer (examples/prove/faults/output_copier.py) writes a batch twice when the broker
@@ -42,6 +43,13 @@ CASES = [  # (what, options, script and its flags, exit code)
     ("delay, waits for every report", (*COPIER, "--faults", "delay"),
      ["output_copier.py", "--idempotent"], 0),
     ("kills never break the resend", COPIER, [*RESENDING], 0),
+    # The files' faults land, and what the broker acknowledged survives them.
+    ("power-loss, idempotent", (*COPIER, "--faults", "power-loss"),
+     ["output_copier.py", "--idempotent"], 0),
+    ("disk-full, idempotent", (*COPIER, "--faults", "disk-full"),
+     ["output_copier.py", "--idempotent"], 0),
+    ("db-lock, fenced", (*UNFENCED, "--faults", "db-lock"),
+     ["unfenced_consumer.py", "--fenced"], 0),
 ]  # fmt: skip
 
 

@@ -62,7 +62,9 @@ def proof_options(command: Callable[..., Any]) -> Callable[..., Any]:
                      "group moves its partitions to the others), leader, "
                      "group-coordinator, "
                      "txn-coordinator or cluster (an Apache Kafka node SIGKILLed; needs "
-                     "--kafka-cluster)."),
+                     "--kafka-cluster), power-loss (the broker's files cut back to their "
+                     "last fsync), disk-full (its writes refused for a few seconds), db-lock "
+                     "(the pipeline's output table locked for a few seconds)."),
         click.option("--workers", type=click.IntRange(1), default=1, show_default=True,
                      help="Copies of the pipeline running at once, each killed on its own "
                      "(a consumer group rebalances during the proof)."),
