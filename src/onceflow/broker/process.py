@@ -155,12 +155,20 @@ def parse_ready_line(line: str) -> dict[str, str]:
     return listeners
 
 
-def with_ports(listeners: str, bound: dict[str, str]) -> str:
-    """The ``listeners`` setting with each port 0 replaced by the port it got."""
+def listener_entries(listeners: str) -> list[tuple[str, str, str]]:
+    """``(name, host, port)`` of each entry of a ``listeners`` setting."""
     entries = []
     for entry in listeners.split(","):
         name, _, address = entry.strip().partition("://")
         host, _, port = address.rpartition(":")
+        entries.append((name, host, port))
+    return entries
+
+
+def with_ports(listeners: str, bound: dict[str, str]) -> str:
+    """The ``listeners`` setting with each port 0 replaced by the port it got."""
+    entries = []
+    for name, host, port in listener_entries(listeners):
         if port == "0" and name.upper() in bound:
             port = bound[name.upper()].rsplit(":", 1)[1]
         entries.append(f"{name}://{host}:{port}")
@@ -182,12 +190,7 @@ def bind_ports(
 
 def chosen_ports(listeners: str) -> dict[str, str]:
     """Listener name -> ``host:port`` for each listener on port 0, with a free port."""
-    zeros = [entry.strip().partition("://") for entry in listeners.split(",")]
-    zeros = [
-        (name, address.rpartition(":")[0])
-        for name, _, address in zeros
-        if address.rpartition(":")[2] == "0"
-    ]
+    zeros = [(name, host) for name, host, port in listener_entries(listeners) if port == "0"]
     ports = free_ports(len(zeros)) if zeros else []
     return {name.upper(): f"{host}:{port}" for (name, host), port in zip(zeros, ports, strict=True)}
 
