@@ -54,7 +54,7 @@ class FaultRun:
         until: str = "drained",
         actions: FaultActions | None = None,
         progress: Progress | None = None,
-        drained: Callable[[float], bool] | None = None,
+        drained: Callable[[float, float], bool] | None = None,
         pace: Callable[[int | None], None] | None = None,
         input_done: Callable[[], bool] | None = None,
         batch_hint: int = 50,
@@ -74,7 +74,8 @@ class FaultRun:
         self.until = until
         self.actions = actions or FaultActions()
         self.progress = progress
-        self.drained = drained or (lambda _quiet_s: True)  # how long the outputs were quiet
+        # (how long nothing happened, the pipeline's usual time between writes) -> done?
+        self.drained = drained or (lambda _quiet_s, _usual_gap_s: True)
         self.pace = pace
         self.input_done = input_done  # all the input written (None: nothing paced)
         self.batch_hint = batch_hint
@@ -494,7 +495,14 @@ class FaultRun:
                            f"{self.workers[0].log_path})")  # fmt: skip
 
     def _drained(self) -> bool:
-        return self.drained(time.monotonic() - self.last_growth)
+        return self.drained(self._quiet_s(time.monotonic()), self.slack.usual_gap_s)
+
+    def _quiet_s(self, now: float) -> float:
+        """How long nothing happened: no output grew, and no worker (re)started that may
+        still be starting (a restarted life has START_GRACE_S to write its first output)."""
+        if self.last_start > self.last_growth and now - self.last_start < START_GRACE_S:
+            return 0.0
+        return now - self.last_growth
 
     def _armed(self) -> bool:
         return any(worker.armed is not None for worker in self.workers)

@@ -24,8 +24,13 @@ class Slack:
     def output_grew(self, quiet_s: float) -> None:
         self.gaps.append(quiet_s)
 
+    @property
+    def usual_gap_s(self) -> float:
+        """The longest of the last few times between two writes (0.0 before two)."""
+        return max(self.gaps, default=0.0)
+
     def idle(self, now: float, last_growth: float, outputs: int) -> bool:
-        usual = max(self.gaps, default=0.0)
+        usual = self.usual_gap_s
         if now - last_growth < max(self.settle_s, USUAL_GAP_FACTOR * usual):
             return False
         if self.grown_at <= last_growth:

@@ -37,7 +37,10 @@ INPUT_EXTRACTOR = Extractor("id", "key")
 STALLED_S = 60.0  # under node faults, a pipeline without progress this long is restarted
 # (a transactional producer waits out its coordinator's failover and the abort of the
 # transaction it had open: 46 s seen after a SIGKILLed transaction coordinator)
-COMMITTED_QUIET_S = 10.0  # its group committed everything, outputs unchanged this long
+# its group committed everything and nothing happened for this many of its usual times
+# between two writes, within these bounds: what is missing is missing
+COMMITTED_QUIET_GAPS = 3.0
+COMMITTED_QUIET_S = (4.0, 10.0)
 NODE_DOWN_S = 8.0  # a killed node comes back after the cluster fenced it (6 s) and moved on
 
 
@@ -212,15 +215,16 @@ class Trials:
             log = directory / (f"pipeline-{worker}.log" if workers > 1 else "pipeline.log")
             return ProcessGroup(target.command_line(values), log, env=env, cwd=target.directory)
 
-        def drained(quiet_s: float) -> bool:
+        def drained(quiet_s: float, usual_gap_s: float) -> bool:
             """Every input event is in the outputs; or the pipeline's group committed the
             whole input and the outputs have not changed for a while (some are missing: the
-            audit says which; a slow output, a relay that polls, gets that while)."""
+            audit says which; a slow output, a relay that polls, gets a few of its usual
+            gaps between writes)."""
             if not feeder.finished:
                 return False
-            if quiet_s >= COMMITTED_QUIET_S and group_committed_to_end(
-                cluster.bootstrap, target.input_topic
-            ):
+            shortest, longest = COMMITTED_QUIET_S
+            enough = min(max(COMMITTED_QUIET_GAPS * usual_gap_s, shortest), longest)
+            if quiet_s >= enough and group_committed_to_end(cluster.bootstrap, target.input_topic):
                 return True
             try:
                 sinks = read_sinks(self.id_outputs, target.mapping, cluster.bootstrap,
