@@ -117,6 +117,7 @@ class FaultRun:
         self.first_output_at: float | None = None
         self.last_start = 0.0  # when a worker last (re)started ...
         self.outputs_at_last_start = 0  # ... and the outputs then
+        self.first_quiet_start = 0.0  # the first (re)start since the outputs last grew
 
     # -- the loop ---------------------------------------------------------------------------
 
@@ -184,6 +185,8 @@ class FaultRun:
             self.before_life(worker.index, worker.lives + 1)
         worker.start(armed, self.outputs)
         self.last_start, self.outputs_at_last_start = time.monotonic(), self.outputs
+        if self.first_quiet_start <= self.last_growth:
+            self.first_quiet_start = self.last_start
 
     def _check_ended(self, worker: Worker) -> None:
         if worker.finished:
@@ -499,8 +502,10 @@ class FaultRun:
 
     def _quiet_s(self, now: float) -> float:
         """How long nothing happened: no output grew, and no worker (re)started that may
-        still be starting (a restarted life has START_GRACE_S to write its first output)."""
-        if self.last_start > self.last_growth and now - self.last_start < START_GRACE_S:
+        still be starting: a restart gives the pipeline START_GRACE_S to write again (once
+        since its last output: a Runner that exits when idle restarts every second)."""
+        since = self.first_quiet_start
+        if since > self.last_growth and now - since < START_GRACE_S:
             return 0.0
         return now - self.last_growth
 
