@@ -29,6 +29,7 @@ from onceflow.prove.outputs import Output, read_sinks
 from onceflow.prove.runner_host import RUNNER_DATABASE_VAR
 from onceflow.prove.target import Target
 from onceflow.prove.victims import victim_finder
+from onceflow.verify.audit import InputEvent, Sink
 from onceflow.verify.extract import Extractor
 from onceflow.verify.report import AuditReport
 from onceflow.verify.sources import SourceError, read_dead_letters, read_input
@@ -215,16 +216,31 @@ class Trials:
             log = directory / (f"pipeline-{worker}.log" if workers > 1 else "pipeline.log")
             return ProcessGroup(target.command_line(values), log, env=env, cwd=target.directory)
 
+        input_ends: list[set[str]] = []  # the last input record of each partition, by id
+
+        def read_to_the_end(sinks: list[Sink]) -> bool:
+            """Every id output holds the last input record of every input partition: the
+            pipeline read all its input (evidence for one that commits no offsets)."""
+            if not input_ends:
+                try:
+                    input_ends.append(_last_ids(cluster.bootstrap, target.input_topic,
+                                                self.input_extractor))  # fmt: skip
+                except SourceError:
+                    return False
+            ends = input_ends[0]
+            return bool(ends and sinks) and all(ends <= {r.id for r in s.records} for s in sinks)
+
         def drained(quiet_s: float, usual_gap_s: float) -> bool:
-            """Every input event is in the outputs; or the pipeline's group committed the
-            whole input and the outputs have not changed for a while (some are missing: the
-            audit says which; a slow output, a relay that polls, gets a few of its usual
-            gaps between writes)."""
+            """Every input event is in the outputs; or the outputs have not changed for a
+            while (a slow output, a relay that polls, gets a few of its usual gaps between
+            writes) and the pipeline's group committed the whole input, or its outputs hold
+            the last input record of every partition: some are missing, the audit says
+            which."""
             if not feeder.finished:
                 return False
             shortest, longest = COMMITTED_QUIET_S
-            enough = min(max(COMMITTED_QUIET_GAPS * usual_gap_s, shortest), longest)
-            if quiet_s >= enough and group_committed_to_end(cluster.bootstrap, target.input_topic):
+            quiet = quiet_s >= min(max(COMMITTED_QUIET_GAPS * usual_gap_s, shortest), longest)
+            if quiet and group_committed_to_end(cluster.bootstrap, target.input_topic):
                 return True
             try:
                 sinks = read_sinks(self.id_outputs, target.mapping, cluster.bootstrap,
@@ -234,7 +250,7 @@ class Trials:
             except ProveError:
                 return False
             if not all(len({r.id for r in sink.records}) >= records for sink in sinks):
-                return False
+                return quiet and read_to_the_end(sinks)
             for expectation in self.expectations:
                 rows = read_rows(database, expectation)
                 if rows is None or expectation.compare(rows):
@@ -289,6 +305,15 @@ class Trials:
             report.anomalies.extend(found)
             report.sinks.append(expectation.summary(rows, found))
         return report
+
+
+def _last_ids(bootstrap: str, topic: str, extractor: Extractor) -> set[str]:
+    """The ids of the last record of each partition of ``topic``."""
+    last: dict[int, InputEvent] = {}
+    for event in read_input(bootstrap, topic, extractor, 30).events:
+        if event.partition not in last or event.offset > last[event.partition].offset:
+            last[event.partition] = event
+    return {event.id for event in last.values()}
 
 
 def _hint(cluster: TrialCluster, target: Target, database: TrialDatabase | None) -> str:
