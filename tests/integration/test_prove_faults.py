@@ -65,9 +65,11 @@ def test_each_fault_kind_finds_what_only_it_breaks(
     if code == 1:  # the verdict and its replay line name the fault kind that broke it
         kind = options[options.index("--faults") + 1]
         lines = result.stdout.splitlines()
-        verdict = next(line for line in lines if "exactly-once BROKEN: " in line)
-        assert "duplicated after " in verdict and f"{kind}/" in verdict, result.stdout
-        replay = next(line for line in lines if line.lstrip().startswith("replay:"))
-        assert f"--kills {kind}/" in replay or f",{kind}/" in replay, result.stdout
+        verdict = [line for line in lines if "exactly-once BROKEN: " in line]
+        assert len(verdict) == 1, result.stdout
+        assert "duplicated after " in verdict[0] and f"{kind}/" in verdict[0], result.stdout
+        replay = [line for line in lines if line.lstrip().startswith("replay:")]
+        assert len(replay) == 1, result.stdout
+        assert f"--kills {kind}/" in replay[0] or f",{kind}/" in replay[0], result.stdout
     else:
         assert "exactly-once held: " in result.stdout and "INCOMPLETE" not in result.stdout
