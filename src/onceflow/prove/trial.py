@@ -216,18 +216,19 @@ class Trials:
             log = directory / (f"pipeline-{worker}.log" if workers > 1 else "pipeline.log")
             return ProcessGroup(target.command_line(values), log, env=env, cwd=target.directory)
 
-        input_ends: list[set[str]] = []  # the last input record of each partition, by id
+        input_ends: set[str] | None = None  # the last input record of each partition, by id
 
         def read_to_the_end(sinks: list[Sink]) -> bool:
             """Every id output holds the last input record of every input partition: the
             pipeline read all its input (evidence for one that commits no offsets)."""
-            if not input_ends:
+            nonlocal input_ends
+            if input_ends is None:  # read once: the input is complete when this is asked
                 try:
-                    input_ends.append(_last_ids(cluster.bootstrap, target.input_topic,
-                                                self.input_extractor))  # fmt: skip
+                    input_ends = _last_ids(cluster.bootstrap, target.input_topic,
+                                           self.input_extractor)  # fmt: skip
                 except SourceError:
                     return False
-            ends = input_ends[0]
+            ends = input_ends
             return bool(ends and sinks) and all(ends <= {r.id for r in s.records} for s in sinks)
 
         def drained(quiet_s: float, usual_gap_s: float) -> bool:
