@@ -12,14 +12,26 @@ df.writeStream.format("onceflow-kafka").option("kafka.bootstrap.servers", ...) .
 
 from __future__ import annotations
 
-from typing import Any
+import importlib
+from typing import TYPE_CHECKING, Any
 
-from onceflow.spark.database_sink import DatabaseSinkDataSource, database_offsets
-from onceflow.spark.feedback import FeedbackLoopWarning, watch_for_feedback_loops
-from onceflow.spark.kafka_sink import KafkaSinkDataSource
-from onceflow.spark.kafka_source import OnceflowDataSource
-from onceflow.spark.registration import register_data_source
-from onceflow.spark.workers import PythonWorkerWarning, warn_if_workers_lack_onceflow
+if TYPE_CHECKING:
+    from onceflow.spark.database_sink import DatabaseSinkDataSource, database_offsets
+    from onceflow.spark.feedback import FeedbackLoopWarning
+    from onceflow.spark.kafka_sink import KafkaSinkDataSource
+    from onceflow.spark.kafka_source import OnceflowDataSource
+    from onceflow.spark.workers import PythonWorkerWarning
+
+# Imported on first use: every Python process Spark starts for a query imports this
+# package on its way to one data source, and should not pay for the other two.
+_EXPORTS = {
+    "DatabaseSinkDataSource": "onceflow.spark.database_sink",
+    "database_offsets": "onceflow.spark.database_sink",
+    "FeedbackLoopWarning": "onceflow.spark.feedback",
+    "KafkaSinkDataSource": "onceflow.spark.kafka_sink",
+    "OnceflowDataSource": "onceflow.spark.kafka_source",
+    "PythonWorkerWarning": "onceflow.spark.workers",
+}
 
 __all__ = [
     "DatabaseSinkDataSource",
@@ -41,6 +53,13 @@ def register(spark: Any) -> None:
     (see ``onceflow.spark.registration``). Warns at once (``PythonWorkerWarning``) when
     Spark's local Python workers would not find onceflow.
     """
+    from onceflow.spark.database_sink import DatabaseSinkDataSource
+    from onceflow.spark.feedback import watch_for_feedback_loops
+    from onceflow.spark.kafka_sink import KafkaSinkDataSource
+    from onceflow.spark.kafka_source import OnceflowDataSource
+    from onceflow.spark.registration import register_data_source
+    from onceflow.spark.workers import warn_if_workers_lack_onceflow
+
     warn_if_workers_lack_onceflow(spark)
     watch_for_feedback_loops(spark)
     for source in (OnceflowDataSource, DatabaseSinkDataSource, KafkaSinkDataSource):
@@ -64,3 +83,10 @@ def activate(spark: Any) -> None:
     if jsession is None:  # Spark Connect: sessions are not per thread
         return
     spark._jvm.org.apache.spark.sql.SparkSession.setActiveSession(jsession)
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(module), name)

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-import pyarrow as pa
+from typing import TYPE_CHECKING
+
 from pyspark.sql.types import (
     ArrayType,
     BinaryType,
@@ -15,6 +16,9 @@ from pyspark.sql.types import (
 )
 
 from onceflow.spark.kafka_source.options import OnceflowOptionError
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 HEADERS_TYPE = ArrayType(
     StructType([StructField("key", StringType()), StructField("value", BinaryType())])
@@ -41,6 +45,8 @@ def spark_schema(include_headers: bool) -> StructType:
 
 def arrow_schema(include_headers: bool) -> pa.Schema:
     """The Arrow schema Spark expects from ``read()`` (what ``to_arrow_schema`` derives)."""
+    import pyarrow as pa  # here, not above: the driver's create_data_source has no use for it
+
     fields = [
         pa.field("key", pa.binary()),
         pa.field("value", pa.binary()),
