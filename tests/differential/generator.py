@@ -14,7 +14,11 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from tests.differential import steps as s
+from tests.differential import group_steps as gs
+from tests.differential import record_steps as rs
+from tests.differential import step_values as sv
+from tests.differential import topic_steps as ts
+from tests.differential import txn_steps as xs
 from tests.differential.driver import Difference, Pair, Step
 from tests.differential.known import KNOWN
 from tests.differential.records import BASE_TIME_MS
@@ -71,7 +75,7 @@ class Generator:
         ]
 
     def setup(self) -> list[Action]:
-        return [s.topic(name, count) for name, count in TOPICS.items()]
+        return [ts.topic(name, count) for name, count in TOPICS.items()]
 
     def sequence_of(self, length: int) -> list[Action]:
         weights = [w for w, _ in self.menu]
@@ -102,21 +106,21 @@ class Generator:
         topic, partition = self.topic_partition()
         acks = self.random.choice([-1, -1, 1, 1, 0, 2])
         stamp = BASE_TIME_MS + self.random.randrange(50)
-        batch = s.batch(*self.values(), timestamp_ms=stamp)
-        step = s.produce("c2", topic, batch, partition, acks, version=self.version(0))
+        batch = rs.batch(*self.values(), timestamp_ms=stamp)
+        step = rs.produce("c2", topic, batch, partition, acks, version=self.version(0))
         if acks != 0:
             return [step]
         # acks=0 has no answer: an acks=1 produce after it on the same connection is
         # served after it, and answered once both are durable (onceflow's high
         # watermark is the durable offset), so later reads see both on both brokers.
-        after = s.batch(b"after", timestamp_ms=stamp)
-        return [step, s.produce("c2", topic, after, partition, 1, version=self.version(0))]
+        after = rs.batch(b"after", timestamp_ms=stamp)
+        return [step, rs.produce("c2", topic, after, partition, 1, version=self.version(0))]
 
     def produce_idempotent(self) -> Action:
         sequences = self.sequence["p1"]
         if sequences is None or self.random.random() < 0.08:
             self.sequence["p1"] = {}
-            return [s.init_producer_id("p1")]
+            return [xs.init_producer_id("p1")]
         topic, partition = self.topic_partition()
         values = self.values()
         expected = sequences.get((topic, partition), 0)
@@ -129,8 +133,8 @@ class Generator:
         epoch_offset = 1 if self.random.random() < 0.05 else 0
         if sequence == expected and epoch_offset == 0:
             sequences[(topic, partition)] = expected + len(values)
-        batch = s.batch(*values, producer="p1", sequence=sequence, epoch_offset=epoch_offset)
-        return [s.produce("p1", topic, batch, partition, version=self.version(0))]
+        batch = rs.batch(*values, producer="p1", sequence=sequence, epoch_offset=epoch_offset)
+        return [rs.produce("p1", topic, batch, partition, version=self.version(0))]
 
     def transaction_step(self) -> Action:
         roll = self.random.random()
@@ -138,37 +142,37 @@ class Generator:
         sequences = self.sequence["p2"]
         if sequences is None or roll < 0.08:
             self.sequence["p2"] = {}
-            return [s.init_producer_id("p2", TX)]
+            return [xs.init_producer_id("p2", TX)]
         if roll < 0.3:
             topic, partition = self.topic_partition()
-            return [s.add_partitions("p2", TX, {topic: [partition]})]
+            return [xs.add_partitions("p2", TX, {topic: [partition]})]
         if roll < 0.6:
             topic, partition = self.topic_partition()
             values = self.values()
             sequence = sequences.get((topic, partition), 0)
             sequences[(topic, partition)] = sequence + len(values)
-            batch = s.batch(*values, producer="p2", sequence=sequence, transactional=True)
+            batch = rs.batch(*values, producer="p2", sequence=sequence, transactional=True)
             return [
-                s.produce(
+                rs.produce(
                     "p2", topic, batch, partition, transactional_id=TX, version=12 if v2 else 11
                 )
             ]
         if roll < 0.7:
-            return [s.add_offsets("p2", TX, GROUPS["c1"])]
+            return [xs.add_offsets("p2", TX, GROUPS["c1"])]
         if roll < 0.78:
             topic, partition = self.topic_partition()
             return [
-                s.txn_offset_commit(
+                xs.txn_offset_commit(
                     "p2", TX, GROUPS["c1"], {topic: [(partition, self.random.randrange(5))]}
                 )
             ]
         if roll < 0.82:
-            return [s.describe_transactions([TX])]
+            return [xs.describe_transactions([TX])]
         commit = self.random.random() < 0.5
         epoch_offset = self.random.choice([0, 0, 0, 0, 1, -1])
         return [
-            s.end_txn("p2", TX, commit, epoch_offset, version=5 if v2 else 4),
-            s.txn_settled(TX),
+            xs.end_txn("p2", TX, commit, epoch_offset, version=5 if v2 else 4),
+            xs.txn_settled(TX),
         ]
 
     def fetch(self) -> Action:
@@ -177,7 +181,7 @@ class Generator:
         isolation = self.random.choice([0, 1])
         max_bytes = self.random.choice([1 << 20, 1 << 20, 100, 1])
         return [
-            s.fetch("c1", topic, offset, partition, isolation, max_bytes, version=self.version(1))
+            rs.fetch("c1", topic, offset, partition, isolation, max_bytes, version=self.version(1))
         ]
 
     def list_offsets(self) -> Action:
@@ -191,7 +195,7 @@ class Generator:
             isolation = 0
         if version == 0 or (stamp == -3 and version < 7):
             version = self.common[2][1]
-        return [s.list_offsets("c1", topic, stamp, partition, isolation, version)]
+        return [rs.list_offsets("c1", topic, stamp, partition, isolation, version)]
 
     def group_step(self) -> Action:
         client = self.random.choice(["c1", "c2"])
@@ -200,21 +204,23 @@ class Generator:
         if roll < 0.25:
             if not self.joined[client]:
                 self.joined[client] = True
-                return s.join_alone(client, group)
-            return [s.join(client, group), s.sync(client, group, {client: (("~t", (0,)),)})]
+                return gs.join_alone(client, group)
+            return [gs.join(client, group), gs.sync(client, group, {client: (("~t", (0,)),)})]
         if roll < 0.4:
             return [
-                s.heartbeat(
-                    client, group, generation_id=s.generation(client, self.random.choice([0, 0, 1]))
+                gs.heartbeat(
+                    client,
+                    group,
+                    generation_id=sv.generation(client, self.random.choice([0, 0, 1])),
                 )
             ]
         if roll < 0.6:
             topic, partition = self.topic_partition()
             offset = self.random.randrange(6)
-            generation = self.random.choice([None, None, -1, s.generation(client, 1)])
+            generation = self.random.choice([None, None, -1, sv.generation(client, 1)])
             member = "" if generation == -1 else None
             return [
-                s.offset_commit(
+                gs.offset_commit(
                     client,
                     group,
                     {topic: [(partition, offset)]},
@@ -224,7 +230,7 @@ class Generator:
             ]
         if roll < 0.75:
             return [
-                s.offset_fetch(
+                gs.offset_fetch(
                     client,
                     group,
                     {"~t": [0, 1], "~u": [0]},
@@ -233,10 +239,10 @@ class Generator:
             ]
         if roll < 0.85:
             self.joined[client] = False
-            return [s.leave(client, group)]
+            return [gs.leave(client, group)]
         if roll < 0.93:
-            return [s.describe_groups([group])]
-        return [s.list_groups()]
+            return [gs.describe_groups([group])]
+        return [gs.list_groups()]
 
     def admin_step(self) -> Action:
         roll = self.random.random()
@@ -244,7 +250,7 @@ class Generator:
             topic, partition = self.topic_partition()
             offset = self.random.choice([-1, 0, 1, 2, 50])
             return [
-                s.Step(
+                Step(
                     "admin",
                     21,
                     {
@@ -269,7 +275,7 @@ class Generator:
                 ]
             )
             return [
-                s.Step(
+                Step(
                     "admin",
                     44,
                     {
@@ -283,11 +289,11 @@ class Generator:
                         "validate_only": self.random.random() < 0.5,
                     },
                 ),
-                *s.metadata_barrier(),
+                *ts.metadata_barrier(),
             ]
         if roll < 0.5:
             return [
-                s.Step(
+                Step(
                     "admin",
                     32,
                     {
@@ -306,15 +312,15 @@ class Generator:
                 )
             ]
         if roll < 0.65:
-            return [s.describe_producers(self.random.choice(["~t", "~u"]), [0])]
+            return [xs.describe_producers(self.random.choice(["~t", "~u"]), [0])]
         if roll < 0.75:
-            return [s.list_transactions()]
+            return [xs.list_transactions()]
         if roll < 0.9:
             return [
-                s.metadata([self.random.choice(["~t", "~u", "~absent"])], version=self.version(3))
+                ts.metadata([self.random.choice(["~t", "~u", "~absent"])], version=self.version(3))
             ]
         return [
-            s.Step(
+            Step(
                 "admin",
                 37,
                 {
@@ -331,31 +337,31 @@ class Generator:
         roll = self.random.random()
         if roll < 0.25:  # a version beyond what either broker serves, on a valid body
             api = self.random.choice([0, 1, 2, 3, 8, 9, 10, 19])
-            step = s.metadata(["~t"]) if api == 3 else s.list_offsets("c1", "~t")
+            step = ts.metadata(["~t"]) if api == 3 else rs.list_offsets("c1", "~t")
             step.raw_version = 99
             return [step]
         if roll < 0.45:  # an oversized name
-            return [s.produce("c2", "~" + "x" * 300, s.batch(b"v"))]
+            return [rs.produce("c2", "~" + "x" * 300, rs.batch(b"v"))]
         if roll < 0.6:  # negative partitions and offsets
             return [
                 self.random.choice(
                     [
-                        s.fetch("c1", "~t", -5, partition=-1),
-                        s.list_offsets("c1", "~t", -1, partition=-1),
-                        s.fetch("c1", "~t", -7),
+                        rs.fetch("c1", "~t", -5, partition=-1),
+                        rs.list_offsets("c1", "~t", -1, partition=-1),
+                        rs.fetch("c1", "~t", -7),
                     ]
                 )
             ]
         if roll < 0.75:
             return [
-                *s.create_topics(
+                *ts.create_topics(
                     [(f"~n{self.random.randrange(100)}", self.random.choice([-5, 0]), 1)],
                     wait=False,
                 )
             ]
         if roll < 0.9:  # unknown ids
             return [
-                s.Step(
+                Step(
                     "p1",
                     26,
                     {
@@ -367,7 +373,7 @@ class Generator:
                     4,
                 )
             ]
-        return [s.heartbeat("c1", "~nogroup", generation_id=5, member_id="nobody")]
+        return [gs.heartbeat("c1", "~nogroup", generation_id=5, member_id="nobody")]
 
 
 def run_sequence(
