@@ -3,9 +3,10 @@
 import pytest
 
 from onceflow.testing import PluginBroker
+from tests.integration.topics_helpers import cluster
 from tests.kit.engines import engine
 
-__all__ = ["broker", "engine"]
+__all__ = ["broker", "cluster", "engine"]
 
 
 @pytest.fixture(scope="module")
