@@ -10,6 +10,7 @@ from tests.differential import record_steps as rs
 from tests.differential import step_values as sv
 from tests.differential import topic_steps as ts
 from tests.differential import txn_steps as xs
+from tests.differential.records import BASE_TIME_MS
 from tests.differential.scenario import Scenario, check, scenarios
 from tests.differential.txn_helpers import P2, T2, C, G, P, T, X, begin, end, tproduce, view
 
@@ -41,9 +42,7 @@ SCENARIOS = scenarios(
             tproduce((b"t",)),
             rs.produce(P2, T, rs.batch(b"after")),
             *view(),
-            rs.list_offsets(C, T, rs.BASE_TIME, isolation=rs.READ_COMMITTED)
-            if hasattr(rs, "BASE_TIME")
-            else rs.list_offsets(C, T, 1_700_000_000_000, isolation=rs.READ_COMMITTED),
+            rs.list_offsets(C, T, BASE_TIME_MS, isolation=rs.READ_COMMITTED),
             *end(True),
             *view(),
         ],

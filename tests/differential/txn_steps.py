@@ -130,10 +130,6 @@ def txn_settled(transactional_id: str) -> Step:
     return step
 
 
-def end_and_settle(client: str, transactional_id: str, commit: bool) -> list[Step]:
-    return [end_txn(client, transactional_id, commit), txn_settled(transactional_id)]
-
-
 def describe_producers(topic_name: str, partitions: list[int] | None = None) -> Step:
     return Step(
         ADMIN, 61, {"topics": [{"name": topic_name, "partition_indexes": partitions or [0]}]}
