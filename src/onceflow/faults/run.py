@@ -17,7 +17,6 @@ the input never runs out before every fault had its chance (None: all of it).
 from __future__ import annotations
 
 import time
-from collections import deque
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
@@ -26,7 +25,7 @@ from onceflow.faults.actions import ActionUnavailable, FaultActions
 from onceflow.faults.commit_traps import CommitTrapControl
 from onceflow.faults.progress import Progress
 from onceflow.faults.results import Landing, Limits, RunError, RunResult
-from onceflow.faults.schedule import ANY_WORKER, KILL, PAUSE, PROGRESS, TIME, Fault, Schedule
+from onceflow.faults.schedule import KILL, PAUSE, PROGRESS, TIME, Fault, Schedule, trigger_queues
 from onceflow.faults.slack import Slack
 from onceflow.faults.traps import TrapControl
 from onceflow.faults.workers import Ending, Life, ProcessFactory, Worker
@@ -89,21 +88,12 @@ class FaultRun:
         # a deployment's supervisor: restart a worker that stalls (no progress for stall_s),
         # never take an early exit for the pipeline's fault
         self.supervised = supervised
-        self.inside: dict[int, deque[Fault]] = {w.index: deque() for w in self.workers}
-        self.watched: deque[Fault] = deque()
-        for fault in schedule:
-            if fault.worker > workers:
-                raise ValueError(f"fault {fault} names worker {fault.worker} of {workers}")
-            if fault.worker == ANY_WORKER and not fault.trapped:
-                raise ValueError(f"fault {fault}: only a request trap can hold any worker")
-            if fault.at_request and traps is None:
-                raise ValueError(f"fault {fault} needs the embedded broker's request traps")
-            if fault.at_commit and commit_traps is None:
-                raise ValueError(f"fault {fault} needs the pipeline's commit traps")
-            if fault.in_a_life:
-                self.inside[fault.worker].append(fault)
-            else:
-                self.watched.append(fault)
+        self.inside, self.watched = trigger_queues(
+            schedule,
+            workers,
+            request_traps=traps is not None,
+            commit_traps=commit_traps is not None,
+        )
         self.result = RunResult()
         self.started = 0.0
         self.outputs = 0
@@ -133,10 +123,7 @@ class FaultRun:
             for worker in self.workers:
                 if worker.process is not None:
                     worker.process.kill()
-        for fault in [
-            *self.watched,
-            *(f for q in self.inside.values() for f in q),
-        ]:
+        for fault in [*self.watched, *(f for queue in self.inside.values() for f in queue)]:
             self._land(fault, False, "the pipeline finished before it")
         self.result.outputs = self.outputs
         self.result.seconds = time.monotonic() - self.started

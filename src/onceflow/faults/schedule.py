@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import random
 import re
+from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -165,6 +166,30 @@ def parse_schedule(text: str, known_steps: Sequence[str] | None = None) -> Sched
     if not faults:
         raise ScheduleError("the schedule names no fault")
     return faults
+
+
+def trigger_queues(
+    schedule: Schedule, workers: int, *, request_traps: bool, commit_traps: bool
+) -> tuple[dict[int, deque[Fault]], deque[Fault]]:
+    """The schedule as a run arms it: per worker (1..``workers``) the faults of a life, in
+    order, and the faults watched across lives; ValueError for a fault the run cannot
+    inject (no such worker, a request trap without the broker's traps, ...)."""
+    inside: dict[int, deque[Fault]] = {index: deque() for index in range(1, workers + 1)}
+    watched: deque[Fault] = deque()
+    for fault in schedule:
+        if fault.worker > workers:
+            raise ValueError(f"fault {fault} names worker {fault.worker} of {workers}")
+        if fault.worker == ANY_WORKER and not fault.trapped:
+            raise ValueError(f"fault {fault}: only a request trap can hold any worker")
+        if fault.at_request and not request_traps:
+            raise ValueError(f"fault {fault} needs the embedded broker's request traps")
+        if fault.at_commit and not commit_traps:
+            raise ValueError(f"fault {fault} needs the pipeline's commit traps")
+        if fault.in_a_life:
+            inside[fault.worker].append(fault)
+        else:
+            watched.append(fault)
+    return inside, watched
 
 
 def new_seed() -> int:
