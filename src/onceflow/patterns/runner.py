@@ -142,11 +142,13 @@ class Runner:
             consumer.resume_due()
             self.progress.tick(consumer.client)
             messages = []
+            at_end = self.progress.at_end  # partitions read to their end: usually none
             for message in consumer.next_batch():
                 error = message.error()
                 if error is None:
                     messages.append(message)
-                    self.progress.consumed((message.topic(), message.partition()))
+                    if at_end:
+                        self.progress.consumed((message.topic(), message.partition()))
                 elif error.code() == KafkaError._PARTITION_EOF:
                     self.progress.reached_end((message.topic(), message.partition()))
                 elif previous_incarnation_holds(error):
@@ -155,6 +157,7 @@ class Runner:
                     raise KafkaException(error)
                 else:
                     log.warning("consumer: %s", error)
+            self.progress.counted(len(messages))
             if not messages:
                 strategy.commit_pending()  # nothing more came: do not hold outputs back
                 idle = self.progress.idle_for(paused=consumer.any_paused)

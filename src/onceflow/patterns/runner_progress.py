@@ -83,8 +83,11 @@ class Progress:
             self._waiting_since = self._waiting_logged = time.monotonic()
 
     def consumed(self, tp: TP) -> None:
+        """A record of ``tp`` came: it is not at its end (only needed while any is)."""
         self.at_end.discard(tp)
-        self.stats.records += 1
+
+    def counted(self, records: int) -> None:
+        self.stats.records += records
 
     def reached_end(self, tp: TP) -> None:
         if tp in self.owned:

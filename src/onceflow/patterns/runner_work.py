@@ -93,31 +93,37 @@ class BatchWork:
         fresh: set[str],
     ) -> None:
         context = Context(self.output, self.db, tx)
-        for position, message in enumerate(messages):
-            if ids is not None:
-                event_id = ids[position]
-                if event_id not in fresh:
-                    self.stats.duplicates_skipped += 1
+        # The loop runs once per record: what it calls is looked up once per batch.
+        decode, handler, record_of = self.config.decode, self.handler, Record.from_message
+        processed = 0
+        try:
+            for position, message in enumerate(messages):
+                if ids is not None:
+                    event_id = ids[position]
+                    if event_id not in fresh:
+                        self.stats.duplicates_skipped += 1
+                        continue
+                    fresh.discard(event_id)  # a second copy in this batch is a duplicate too
+                if self._poison:
+                    where = (message.topic(), message.partition(), message.offset())
+                    poison = self._poison.pop(where, None)
+                    if poison is not None:
+                        self._dead_letter(tx, message, poison)
+                        continue
+                try:
+                    value = decode(message.value())
+                except DecodeError as error:
+                    self._dead_letter(tx, message, error)
                     continue
-                fresh.discard(event_id)  # a second copy in this batch is a duplicate too
-            if self._poison:
-                where = (message.topic(), message.partition(), message.offset())
-                poison = self._poison.pop(where, None)
-                if poison is not None:
-                    self._dead_letter(tx, message, poison)
-                    continue
-            try:
-                value = self.config.decode(message.value())
-            except DecodeError as error:
-                self._dead_letter(tx, message, error)
-                continue
-            try:
-                self.handler(Record.from_message(message, value), context)
-            except (DatabaseError, ProducerFenced):
-                raise
-            except Exception as error:
-                raise HandlerFailed(message, error) from error
-            self.stats.processed += 1
+                try:
+                    handler(record_of(message, value), context)
+                except (DatabaseError, ProducerFenced):
+                    raise
+                except Exception as error:
+                    raise HandlerFailed(message, error) from error
+                processed += 1
+        finally:
+            self.stats.processed += processed
 
     def failed(self, failure: HandlerFailed) -> int:
         """Count a failed attempt at the record; after ``max_attempts`` it is dead-lettered
