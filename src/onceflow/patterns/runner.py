@@ -142,13 +142,11 @@ class Runner:
             consumer.resume_due()
             self.progress.tick(consumer.client)
             messages = []
-            at_end = self.progress.at_end  # partitions read to their end: usually none
             for message in consumer.next_batch():
                 error = message.error()
                 if error is None:
                     messages.append(message)
-                    if at_end:
-                        self.progress.consumed((message.topic(), message.partition()))
+                    self.progress.consumed((message.topic(), message.partition()))
                 elif error.code() == KafkaError._PARTITION_EOF:
                     self.progress.reached_end((message.topic(), message.partition()))
                 elif previous_incarnation_holds(error):

@@ -83,7 +83,7 @@ class Progress:
             self._waiting_since = self._waiting_logged = time.monotonic()
 
     def consumed(self, tp: TP) -> None:
-        """A record of ``tp`` came: it is not at its end (only needed while any is)."""
+        """A record of ``tp`` came: it is not at its end."""
         self.at_end.discard(tp)
 
     def counted(self, records: int) -> None:
