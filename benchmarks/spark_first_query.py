@@ -98,8 +98,8 @@ def measure(
     variants: dict[str, Path], sinks: list[str], rounds: int
 ) -> dict[str, dict[str, list[dict[str, float]]]]:
     """Every variant's rounds per sink, against one embedded broker with the input."""
+    from bench_topics import create_topics
     from confluent_kafka import Producer
-    from confluent_kafka.admin import AdminClient, NewTopic
 
     from onceflow.broker.process import BrokerProcess
     from onceflow.testing import start_broker
@@ -110,16 +110,12 @@ def measure(
     with tempfile.TemporaryDirectory() as data:
         broker = start_broker(BrokerProcess(Path(data)))
         try:
-            admin = AdminClient({"bootstrap.servers": broker.bootstrap})
-            for future in admin.create_topics(
-                [NewTopic("orders", 3, 1), NewTopic("out", 3, 1)]
-            ).values():
-                future.result(30)
+            create_topics(broker.bootstrap, ["orders", "out"], 3)
             producer = Producer({"bootstrap.servers": broker.bootstrap})
             for i in range(3000):
                 producer.produce("orders", value=b"x" * 100, key=str(i).encode(), partition=i % 3)
             producer.flush(30)
-            del producer, admin  # closed before the broker stops
+            del producer  # closed before the broker stops
             for number in range(rounds):
                 order = list(variants) if number % 2 == 0 else list(variants)[::-1]
                 for sink in sinks:
