@@ -27,7 +27,7 @@ def victim_finder(cluster: TrialCluster, target: Target) -> Callable[[str], Vict
             group = _consuming_group(cluster.bootstrap, target.input_topic)
             return Victim(kafka.coordinator_of(group=group), f"group {group}")
         if action == TXN_COORDINATOR:
-            transactional_id = _open_transaction(cluster.bootstrap)
+            transactional_id = _open_transaction(cluster.bootstrap, target.output_topics)
             node = kafka.coordinator_of(transactional_id=transactional_id)
             return Victim(node, f"transactional id {transactional_id}")
         raise ActionUnavailable(f"no victim for {action}")
@@ -48,15 +48,25 @@ def _consuming_group(bootstrap: str, topic: str) -> str:
                             "it: the pipeline keeps its offsets elsewhere")  # fmt: skip
 
 
-def _open_transaction(bootstrap: str) -> str:
-    """A transactional id of the pipeline's, one with a transaction open if there is."""
+def _open_transaction(bootstrap: str, outputs: tuple[str, ...]) -> str:
+    """A transactional id of the pipeline's (one whose producer wrote to its output topics:
+    a shared cluster knows other programs' ids too), one with a transaction open if there
+    is."""
     from onceflow.admin.connect import ClusterSession
-    from onceflow.admin.transactions import list_transactions
+    from onceflow.admin.errors import AdminError
+    from onceflow.admin.transactions import describe_producers, list_transactions
 
     session = ClusterSession({"bootstrap.servers": bootstrap, "log_level": 0})
     listed = list_transactions(session)
     if not listed:
         raise ActionUnavailable("no transactional id is known: the pipeline uses no Kafka "
                                 "transactions")  # fmt: skip
-    ongoing = [t for t in listed if t.state == "Ongoing"]
-    return (ongoing or listed)[0].transactional_id
+    writers = set()
+    for topic in outputs:
+        try:
+            writers |= {state.producer_id for state in describe_producers(session, topic)}
+        except (AdminError, OSError):  # not there yet, or its leader moving: any id then
+            continue
+    own = [t for t in listed if t.producer_id in writers] or listed
+    ongoing = [t for t in own if t.state == "Ongoing"]
+    return (ongoing or own)[0].transactional_id
