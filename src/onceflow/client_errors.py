@@ -13,3 +13,24 @@ def is_fatal(error: KafkaError) -> bool:
     ``fatal()`` is False, so both are checked.
     """
     return error.fatal() or error.code() == KafkaError._FATAL
+
+
+# A partition's leader is changing (a node died or came back): asking again later gets the
+# next leader's answer. OFFSET_NOT_AVAILABLE (78) is a new leader's ListOffsets answer
+# until its high watermark has caught up with its followers' (KIP-207).
+LEADER_MOVING = frozenset(
+    {
+        KafkaError.NOT_LEADER_FOR_PARTITION,  # Kafka's NOT_LEADER_OR_FOLLOWER (6)
+        KafkaError.LEADER_NOT_AVAILABLE,
+        KafkaError.FENCED_LEADER_EPOCH,
+        KafkaError.UNKNOWN_LEADER_EPOCH,
+        KafkaError.OFFSET_NOT_AVAILABLE,
+        KafkaError._TRANSPORT,  # the leader's connection broke (it died)
+    }
+)
+
+
+def leader_moving(error: BaseException) -> bool:
+    """``error`` is a KafkaException that says a partition's leader is changing."""
+    code = getattr(error.args[0] if error.args else None, "code", None)
+    return callable(code) and code() in LEADER_MOVING

@@ -31,25 +31,20 @@ from typing import Any, TypeVar
 
 from confluent_kafka import KafkaError, KafkaException
 
+from onceflow.client_errors import LEADER_MOVING
+
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
-LEADER_CHANGE_ERRORS = frozenset(
-    {
-        KafkaError.NOT_LEADER_FOR_PARTITION,  # Kafka's NOT_LEADER_OR_FOLLOWER (6)
-        KafkaError.LEADER_NOT_AVAILABLE,
-        KafkaError.FENCED_LEADER_EPOCH,
-        KafkaError.UNKNOWN_LEADER_EPOCH,
-        KafkaError.REQUEST_TIMED_OUT,
-        KafkaError.NOT_COORDINATOR,
-        KafkaError.COORDINATOR_NOT_AVAILABLE,
-        KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
-        KafkaError._TRANSPORT,  # the leader's connection broke (it died)
-        KafkaError._TIMED_OUT,
-        KafkaError._ALL_BROKERS_DOWN,
-    }
-)
+LEADER_CHANGE_ERRORS = LEADER_MOVING | {
+    KafkaError.REQUEST_TIMED_OUT,
+    KafkaError.NOT_COORDINATOR,
+    KafkaError.COORDINATOR_NOT_AVAILABLE,
+    KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
+    KafkaError._TIMED_OUT,
+    KafkaError._ALL_BROKERS_DOWN,
+}
 # librdkafka's words for "this partition has no leader now" in one-shot requests: pass
 # them as ``also`` where they cannot mean anything else (see the module's doc).
 NO_LEADER_ERRORS = frozenset({KafkaError._NOENT, KafkaError._UNKNOWN_PARTITION})

@@ -62,17 +62,7 @@ class RawRecord:
     value: bytes | None
 
 
-# The partition's leader is changing (a node died): the answer comes from the next leader.
-LEADER_MOVING = frozenset(
-    {"NOT_LEADER_FOR_PARTITION", "LEADER_NOT_AVAILABLE", "FENCED_LEADER_EPOCH",
-     "UNKNOWN_LEADER_EPOCH", "_TRANSPORT"}
-)  # fmt: skip
 LEADER_RETRY_S = 0.2
-
-
-def _leader_moving(error: Exception) -> bool:
-    name = getattr(error.args[0] if error.args else None, "name", None)
-    return callable(name) and name() in LEADER_MOVING
 
 
 def topic_ranges(
@@ -81,6 +71,8 @@ def topic_ranges(
     """Log start, last stable offset and high watermark of every partition of ``topic``."""
     from confluent_kafka import IsolationLevel, KafkaException, TopicPartition
     from confluent_kafka.admin import AdminClient, OffsetSpec
+
+    from onceflow.client_errors import leader_moving
 
     admin = AdminClient(client_conf(bootstrap))
     try:
@@ -110,7 +102,7 @@ def topic_ranges(
             try:
                 return {tp.partition: future.result().offset for tp, future in futures.items()}
             except KafkaException as error:  # a leader moving: ask again, as Kafka's clients do
-                if not _leader_moving(error) or time.monotonic() > deadline:
+                if not leader_moving(error) or time.monotonic() > deadline:
                     raise
             time.sleep(LEADER_RETRY_S)
 
