@@ -85,27 +85,26 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import json
 import os
 import shutil
-import statistics
 import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
-from pyspark.sql.datasource import (
-    DataSource,
-    DataSourceStreamArrowWriter,
-    DataSourceStreamWriter,
-    WriterCommitMessage,
+import spark_peer_sinks
+from spark_bench_data import (
+    count_committed,
+    create_topic,
+    plain_consumer,
+    produce,
+    table_count,
+    table_totals,
 )
+from spark_bench_report import Result, Timing, print_report
 
 from onceflow.testing import BrokerProcess
 
@@ -123,34 +122,6 @@ MODES = (
     "kafka",
     "plain-kafka",
 )
-# (measure, baseline, goal): the source is measured by the batch read against the plain
-# consumer, the sinks against the Python no-op sink of the same query shape (see the
-# module docstring). Database modes are named "mode:database".
-GOALS = [
-    ("batch", "consumer", 0.5),
-    ("database:sqlite", "pynoop", 0.8),
-    ("database:postgresql", "pynoop", 0.8),
-    ("kafka", "pynoop", 0.9),
-]
-INFO_RATIOS = [
-    ("source", "consumer"),
-    ("pynoop", "source"),
-    ("kafka", "pynoop-kv"),
-    ("database-staged:sqlite", "pynoop"),
-    ("database-staged:postgresql", "pynoop"),
-    ("database-accumulate:sqlite", "pynoop"),
-    ("database-accumulate:postgresql", "pynoop"),
-    ("plain-database:sqlite", "pynoop"),
-    ("plain-database:postgresql", "pynoop"),
-    ("plain-kafka", "pynoop"),
-]
-# What exactly-once itself costs: each sink against a Python sink that writes the same
-# data to the same place without it (see PlainDatabaseSink, PlainKafkaSink).
-EXACTLY_ONCE_COST = [
-    ("database:sqlite", "plain-database:sqlite"),
-    ("database:postgresql", "plain-database:postgresql"),
-    ("kafka", "plain-kafka"),
-]
 
 
 DATABASE_COLUMNS = ("CAST(key AS STRING) AS key", "CAST(value AS STRING) AS value")
@@ -162,281 +133,6 @@ ACCUMULATE_COLUMNS = (
     "1 AS orders",
 )
 DATABASES = ("sqlite", "postgresql")
-
-
-@dataclass
-class Timing:
-    seconds: float  # the measured figure (see the module docstring)
-    wall: float | None = None  # streaming: start() to the end of awaitTermination()
-    batches: int | None = None  # streaming: micro-batches run
-
-
-@dataclass
-class Result:
-    mode: str
-    records: int
-    timings: list[Timing] = field(default_factory=list)
-    loads: list[float] = field(default_factory=list)  # 1-minute load average per run
-
-    @property
-    def seconds(self) -> float:
-        return statistics.median(t.seconds for t in self.timings)
-
-    @property
-    def rate(self) -> float:
-        return self.records / self.seconds
-
-    @property
-    def spread(self) -> str:
-        rates = sorted(self.records / t.seconds for t in self.timings)
-        return f"{rates[0]:,.0f}-{rates[-1]:,.0f}" if len(rates) > 1 else ""
-
-    @property
-    def wall(self) -> float | None:
-        walls = [t.wall for t in self.timings if t.wall is not None]
-        return statistics.median(walls) if walls else None
-
-    @property
-    def batches(self) -> int | None:
-        return self.timings[0].batches
-
-
-# -- data -------------------------------------------------------------------------------
-
-
-def create_topic(bootstrap: str, name: str, partitions: int) -> None:
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    for future in admin.create_topics([NewTopic(name, partitions, 1)]).values():
-        future.result(30)
-
-
-def produce(bootstrap: str, topic: str, records: int, partitions: int) -> float:
-    producer = Producer(
-        {
-            "bootstrap.servers": bootstrap,
-            "linger.ms": 20,
-            "batch.size": 1_000_000,
-            "queue.buffering.max.messages": 500_000,
-            "enable.idempotence": True,
-        }
-    )
-    started = time.monotonic()
-    for n in range(records):
-        store = f"s{n % 50}"
-        value = json.dumps({"id": f"e{n}", "store": store, "amount": n % 100, "ts": n})
-        while True:
-            try:
-                producer.produce(topic, key=store, value=value, partition=n % partitions)
-                break
-            except BufferError:
-                producer.poll(0.05)
-    remaining = producer.flush(120)
-    if remaining:
-        raise RuntimeError(f"{remaining} records not acknowledged")
-    return time.monotonic() - started
-
-
-def count_committed(bootstrap: str, topic: str, partitions: int, expected: int) -> int:
-    """Records a read_committed consumer gets from ``topic`` (waits up to 60 s for them)."""
-    consumer = Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": f"bench-count-{uuid.uuid4().hex}",
-            "enable.auto.commit": False,
-            "isolation.level": "read_committed",
-            "enable.partition.eof": True,
-        }
-    )
-    consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
-    count = 0
-    at_end: set[int] = set()
-    deadline = time.monotonic() + 60
-    try:
-        while time.monotonic() < deadline:
-            for message in consumer.consume(10_000, 0.5):
-                error = message.error()
-                if error is None:
-                    count += 1
-                    at_end.discard(message.partition())
-                elif error.code() == KafkaError._PARTITION_EOF:
-                    at_end.add(message.partition())
-            if len(at_end) == partitions and count >= expected:
-                break
-    finally:
-        consumer.close()
-    return count
-
-
-# -- modes ------------------------------------------------------------------------------
-
-
-def plain_consumer(
-    bootstrap: str, topic: str, partitions: int, records: int, tuned: bool = True
-) -> float:
-    config: dict[str, object] = {
-        "bootstrap.servers": bootstrap,
-        "group.id": f"bench-plain-{uuid.uuid4().hex}",
-        "enable.auto.commit": False,
-        "isolation.level": "read_committed",
-    }
-    if tuned:  # what the onceflow source sets too (see onceflow.spark.kafka_source.reader)
-        config["fetch.queue.backoff.ms"] = 20
-    consumer = Consumer(config)
-    try:
-        consumer.list_topics(topic, timeout=10)  # connection and metadata: not timed
-        started = time.monotonic()
-        consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
-        count = 0
-        size = 0
-        deadline = started + 600
-        while count < records:
-            for message in consumer.consume(10_000, 1.0):
-                if message.error() is None:
-                    count += 1
-                    size += len(message.value())
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"plain consumer got {count} of {records} records")
-        return time.monotonic() - started
-    finally:
-        consumer.close()
-
-
-class PythonNoopSink(DataSource):
-    """``format("bench-python-noop")``: a Python sink that only iterates over its input.
-
-    What any Python data source sink costs before it does anything: Spark turns the rows
-    into Arrow batches and streams them to a Python worker per task, and calls the
-    driver-side ``commit`` in a Python process per micro-batch.
-    """
-
-    @classmethod
-    def name(cls) -> str:
-        return "bench-python-noop"
-
-    def streamWriter(self, schema: Any, overwrite: bool) -> DataSourceStreamWriter:
-        return _NoopStreamWriter()
-
-
-class _NoopStreamWriter(DataSourceStreamArrowWriter):
-    def write(self, iterator: Iterator[Any]) -> WriterCommitMessage:
-        rows = 0
-        for batch in iterator:
-            rows += batch.num_rows
-        return WriterCommitMessage()
-
-    def commit(self, messages: list[Any], batchId: int) -> None:
-        pass
-
-    def abort(self, messages: list[Any], batchId: int) -> None:
-        pass
-
-
-class PlainKafkaSink(DataSource):
-    """``format("bench-plain-kafka")``: an at-least-once Python Kafka sink.
-
-    Each task produces its rows with a plain idempotent producer (no transaction, no
-    marker) through the same produce loop as ``onceflow-kafka`` and flushes: what writing
-    to Kafka from a Python sink costs without exactly-once. Options: ``bootstrap``,
-    ``topic``.
-    """
-
-    @classmethod
-    def name(cls) -> str:
-        return "bench-plain-kafka"
-
-    def streamWriter(self, schema: Any, overwrite: bool) -> DataSourceStreamWriter:
-        return _PlainKafkaWriter(self.options["bootstrap"], self.options["topic"])
-
-
-class _PlainKafkaWriter(DataSourceStreamArrowWriter):
-    def __init__(self, bootstrap: str, topic: str) -> None:
-        self.bootstrap = bootstrap
-        self.topic = topic
-
-    def write(self, iterator: Iterator[Any]) -> WriterCommitMessage:
-        # Imported here: this module's globals travel to the workers pickled by value.
-        from confluent_kafka import Producer
-
-        from onceflow.spark.kafka_sink.task_transaction import produce_batches
-
-        producer = Producer(
-            {
-                "bootstrap.servers": self.bootstrap,
-                "enable.idempotence": True,
-                "partitioner": "murmur2_random",
-                "linger.ms": 5,
-            }
-        )
-        produce_batches(producer, iterator, self.topic)
-        if producer.flush(60):
-            raise RuntimeError("bench-plain-kafka: records not acknowledged")
-        return WriterCommitMessage()
-
-    def commit(self, messages: list[Any], batchId: int) -> None:
-        pass
-
-    def abort(self, messages: list[Any], batchId: int) -> None:
-        pass
-
-
-class PlainDatabaseSink(DataSource):
-    """``format("bench-plain-adbc")``: an at-least-once Python database sink.
-
-    Each task appends its Arrow batches to an existing table through ADBC in one
-    transaction, as ``onceflow-database``'s direct append does, with no marker, no ledger
-    and no offsets: what writing to the database from a Python sink costs without
-    exactly-once. Options: ``url`` (sqlite:///... or postgresql://...), ``table``.
-    """
-
-    @classmethod
-    def name(cls) -> str:
-        return "bench-plain-adbc"
-
-    def streamWriter(self, schema: Any, overwrite: bool) -> DataSourceStreamWriter:
-        return _PlainDatabaseWriter(self.options["url"], self.options["table"])
-
-
-class _PlainDatabaseWriter(DataSourceStreamArrowWriter):
-    def __init__(self, url: str, table: str) -> None:
-        self.url = url
-        self.table = table
-
-    def write(self, iterator: Iterator[Any]) -> WriterCommitMessage:
-        import pyarrow as pa
-
-        from onceflow.db import DatabaseUrl
-
-        received = [batch for batch in iterator if batch.num_rows]
-        if not received:
-            return WriterCommitMessage()
-        data = pa.Table.from_batches(received)
-        target = DatabaseUrl.parse(self.url).target
-        if self.url.startswith("sqlite"):
-            import adbc_driver_sqlite.dbapi as dbapi
-
-            connection = dbapi.connect(target, autocommit=True)
-            cursor = connection.cursor()
-            cursor.execute("PRAGMA busy_timeout = 60000")
-            cursor.fetchall()
-            cursor.execute("BEGIN IMMEDIATE")
-            cursor.adbc_ingest(self.table, data, mode="append")
-            cursor.execute("COMMIT")
-        else:
-            import adbc_driver_postgresql.dbapi as dbapi
-
-            connection = dbapi.connect(target)
-            cursor = connection.cursor()
-            cursor.adbc_ingest(self.table, data, mode="append")
-            connection.commit()
-        cursor.close()
-        connection.close()
-        return WriterCommitMessage()
-
-    def commit(self, messages: list[Any], batchId: int) -> None:
-        pass
-
-    def abort(self, messages: list[Any], batchId: int) -> None:
-        pass
 
 
 class SparkModes:
@@ -616,101 +312,12 @@ def _epoch(timestamp: str) -> float:
     return datetime.datetime.fromisoformat(timestamp.replace("Z", "+00:00")).timestamp()
 
 
-def table_count(url: str, table: str) -> int:
-    from onceflow.db import Database
-
-    db = Database(url)
-    try:
-        return int(db.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0])
-    finally:
-        db.close()
-
-
-def table_totals(url: str, table: str) -> tuple[int, int]:
-    from onceflow.db import Database
-
-    db = Database(url)
-    try:
-        revenue, orders = db.execute(f"SELECT SUM(revenue), SUM(orders) FROM {table}").fetchone()
-        return int(revenue), int(orders)
-    finally:
-        db.close()
-
-
 def start_spark(master: str):
     from onceflow.spark.session import local_session
 
     spark = local_session("onceflow-bench", master=master)
-    if __name__ != "__main__":  # imported: Python workers cannot import this file
-        from pyspark import cloudpickle
-
-        cloudpickle.register_pickle_by_value(sys.modules[__name__])
-    spark.dataSource.register(PythonNoopSink)
-    spark.dataSource.register(PlainKafkaSink)
-    spark.dataSource.register(PlainDatabaseSink)
+    spark_peer_sinks.register(spark)
     return spark
-
-
-# -- report -----------------------------------------------------------------------------
-
-
-LABELS = {
-    "consumer": "plain confluent-kafka consumer (ceiling)",
-    "consumer-default": "plain consumer, librdkafka defaults (info)",
-    "batch": "onceflow source, batch read -> noop",
-    "source": "onceflow source, AvailableNow -> noop",
-    "pynoop": "-> Python no-op sink (key, value, partition, offset)",
-    "pynoop-kv": "-> Python no-op sink (key, value)",
-    "database": "-> onceflow-database append, direct",
-    "database-staged": "-> onceflow-database append, staged",
-    "database-accumulate": "-> onceflow-database accumulate per store, direct",
-    "plain-database": "-> plain Python ADBC append sink, at-least-once",
-    "kafka": "-> onceflow-kafka",
-    "plain-kafka": "-> plain Python Kafka sink, idempotent producer, at-least-once",
-}
-
-
-def print_report(
-    results: dict[str, Result], args: argparse.Namespace, databases: list[str], loads: list
-) -> None:
-    print()
-    print(
-        f"{args.records:,} records, {args.partitions} partitions, master {args.master}, "
-        f"maxOffsetsPerTrigger {args.max_offsets_per_trigger:,}, "
-        f"databases {', '.join(databases)}"
-    )
-    header = ["mode", "records/s", "seconds", "batches", "wall s", "load 1m"]
-    if args.repeat > 1:
-        header[1:2] = ["records/s (median)", "min-max"]
-    print("| " + " | ".join(header) + " |")
-    print("|---|" + "---:|" * (len(header) - 1))
-    for mode, r in results.items():
-        name, _, database = mode.partition(":")
-        label = LABELS[name] + (f" ({database})" if database else "")
-        cells = [label, f"{r.rate:,.0f}"]
-        if args.repeat > 1:
-            cells.append(r.spread)
-        cells += [
-            f"{r.seconds:.2f}",
-            str(r.batches) if r.batches is not None else "",
-            f"{r.wall:.2f}" if r.wall is not None else "",
-            "/".join(f"{load:.1f}" for load in r.loads),
-        ]
-        print("| " + " | ".join(cells) + " |")
-    print()
-    for mode, base, goal in GOALS:
-        if mode in results and base in results:
-            ratio = results[mode].rate / results[base].rate
-            verdict = "ok" if ratio >= goal else "MISSED"
-            print(f"{mode} / {base}: {ratio:.2f}  (goal >= {goal:.1f}: {verdict})")
-    for mode, base in INFO_RATIOS:
-        if mode in results and base in results:
-            print(f"{mode} / {base}: {results[mode].rate / results[base].rate:.2f}  (information)")
-    for mode, base in EXACTLY_ONCE_COST:
-        if mode in results and base in results:
-            ratio = results[mode].rate / results[base].rate
-            print(f"{mode} / {base}: {ratio:.2f}  (the cost of exactly-once itself)")
-    print("load average (1m, 5m, 15m) at start and end:", *loads)
 
 
 def start_postgres(work: Path) -> Any:
@@ -784,7 +391,7 @@ def main(argv: list[str] | None = None) -> int:
             started = time.monotonic()
             spark = start_spark(args.master)
             runner = SparkModes(spark, bootstrap, args, work, urls)
-            for mode in spark_modes:  # warm-up, not counted
+            for mode in spark_modes if args.warmup else ():  # warm-up, not counted
                 runner.run(mode, warmup, args.warmup)
             print(f"Spark started and warmed up in {time.monotonic() - started:.1f} s", flush=True)
 
