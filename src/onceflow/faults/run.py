@@ -89,11 +89,9 @@ class FaultRun:
         # never take an early exit for the pipeline's fault
         self.supervised = supervised
         self.inside, self.watched = trigger_queues(
-            schedule,
-            workers,
-            request_traps=traps is not None,
+            schedule, workers, request_traps=traps is not None,
             commit_traps=commit_traps is not None,
-        )
+        )  # fmt: skip
         self.result = RunResult()
         self.started = 0.0
         self.outputs = 0
@@ -464,8 +462,9 @@ class FaultRun:
             raise RunError(f"the pipeline wrote no output in {limits.start_s:.0f} s after "
                            f"starting (see {self.workers[0].log_path})")  # fmt: skip
         started = self.first_output_at is not None or now - self.started > limits.start_s
-        waiting = self.until == "exit" or not self._drained()  # (exit: any stop is a stall)
-        if started and now - self.last_growth > limits.stall_s and waiting:
+        if not started or now - self.last_growth <= limits.stall_s:
+            return
+        if self.until == "exit" or not self._drained():  # (exit: any stop is a stall)
             if self.supervised and self.result.stalls < STALL_RESTARTS:
                 # a liveness probe: a client can wedge under failover
                 self.result.stalls += 1
