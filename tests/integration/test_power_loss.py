@@ -209,6 +209,7 @@ class Workload:
         self.stopped.set()
         for thread in self.threads:
             thread.join(30)
+            assert not thread.is_alive(), f"{thread.name} did not stop: the check would race it"
         self.committer.close()
 
 
@@ -240,12 +241,20 @@ def read_committed(bootstrap: str, topic: str, partitions: int) -> list[bytes]:
 
 
 def check(broker: ForkedBroker, workload: Workload) -> None:
+    """Check what was acknowledged before the check began. Between crashes the clients'
+    threads only stop starting new work: one may still be inside a call begun before the
+    crash (init_transactions, commit_transaction, a commit, delivery reports) and get its
+    answer while this check reads, after the read of its partition, so an answer taken
+    later need not be in what was read. The last check, after ``finish``, sees them all."""
+    acked = list(workload.acked)
+    commits_acked = list(workload.commits_acked)
+    txns_acked = set(workload.txns_acked)
     stored: dict[tuple[int, int], bytes] = {}
     with WireClient(broker.bootstrap) as client:
         for partition in range(EVENT_PARTITIONS):
             for offset, value in fetch_values(client, "events", partition):
                 stored[(partition, offset)] = value
-    lost = [ack for ack in workload.acked if stored.get(ack[:2]) != ack[2]]
+    lost = [ack for ack in acked if stored.get(ack[:2]) != ack[2]]
     assert not lost, f"{len(lost)} acknowledged records lost or changed, e.g. {lost[:3]}"
     twice = [value for value, count in Counter(stored.values()).items() if count > 1]
     assert not twice, f"stored more than once: {twice[:5]}"
@@ -254,14 +263,14 @@ def check(broker: ForkedBroker, workload: Workload) -> None:
     consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "power-loss-group"})
     (committed,) = consumer.committed([TopicPartition("events", 0)], timeout=30)
     consumer.close()
-    if workload.commits_acked:
-        assert committed.offset >= workload.commits_acked[-1]
-        assert committed.offset <= workload.commits_tried[-1]
+    if commits_acked:
+        assert committed.offset >= commits_acked[-1]
+        assert committed.offset <= workload.commits_tried[-1]  # (read after the offset)
 
     seen = Counter(read_committed(broker.bootstrap, "txn", TXN_PARTITIONS))
-    for number in workload.txns_tried:
+    for number in list(workload.txns_tried):
         parts = [seen[f"txn-{number}-{part}".encode()] for part in range(3)]
-        if number in workload.txns_acked:
+        if number in txns_acked:
             assert parts == [1, 1, 1], f"acknowledged transaction {number} seen {parts}"
         else:
             assert parts in ([0, 0, 0], [1, 1, 1]), f"transaction {number} seen {parts}"
