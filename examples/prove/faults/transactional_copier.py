@@ -15,15 +15,17 @@ a retriable error is made again; after an abort the consumer seeks back to the o
 group has committed. (Retrying only the commit after the offsets failed commits the batch
 without its offsets: a later abort's rewind then copies it twice.)
 
-Both make a new producer when the abort itself fails fatally (librdkafka gives a producer
-up when an abort meets the failed commit's requests still in flight), as long-running
-services do, and go on.
+Both make a new producer when the abort itself fails because the failed commit is still in
+flight (librdkafka refuses an abort while the commit_transaction call that timed out is in
+progress, or gives the producer up), as long-running services do, and go on: a copier
+that crashed there instead was restarted from its committed offsets, lost nothing, and
+the proof held (1 of 7 runs of the group-coordinator case).
 """
 
 import argparse
 import os
 
-from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
 parser = argparse.ArgumentParser()
 parser.add_argument("--output", default="orders-copy")
@@ -90,10 +92,11 @@ while True:
         try:
             producer.abort_transaction()
         except KafkaException as failed:
-            if not failed.args[0].fatal():
+            if not failed.args[0].fatal() and failed.args[0].code() != KafkaError._CONFLICT:
                 raise
-            # the commit's requests still in flight when the abort came: librdkafka gives
-            # the producer up; a new one with the same transactional.id fences the old
+            # the failed commit still in flight when the abort came: librdkafka refuses the
+            # abort (_CONFLICT: the commit_transaction call that timed out is in progress)
+            # or gives the producer up; a new one with the same transactional.id fences it
             producer = transactional_producer()
         if args.rewind:
             rewind()
