@@ -26,6 +26,7 @@ LEADER_MOVING = frozenset(
         KafkaError.UNKNOWN_LEADER_EPOCH,
         KafkaError.OFFSET_NOT_AVAILABLE,
         KafkaError._TRANSPORT,  # the leader's connection broke (it died)
+        KafkaError._DESTROY_BROKER,  # ... or its node left the metadata (fenced)
     }
 )
 

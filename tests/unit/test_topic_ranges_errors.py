@@ -13,7 +13,7 @@ from onceflow.client_errors import leader_moving
 def test_a_moving_leader_is_asked_again() -> None:
     for code in (KafkaError.UNKNOWN_LEADER_EPOCH, KafkaError.FENCED_LEADER_EPOCH,
                  KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NOT_AVAILABLE,
-                 KafkaError.OFFSET_NOT_AVAILABLE):  # fmt: skip
+                 KafkaError.OFFSET_NOT_AVAILABLE, KafkaError._DESTROY_BROKER):  # fmt: skip
         assert leader_moving(KafkaException(KafkaError(code))), code
 
 
