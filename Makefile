@@ -99,6 +99,8 @@ stress: venv system-deps kafka-jars spark-archive
 		-q tests/apache_kafka/test_transactional_failover.py
 	ONCEFLOW_STRESS=1 $(BIN)/python -m pytest -q tests/integration/test_prove.py
 	ONCEFLOW_STRESS=1 $(BIN)/python -m pytest -q tests/apache_kafka/test_chaos_cluster.py
+	ONCEFLOW_STRESS=1 $(BIN)/python -m pytest -q tests/apache_kafka/test_prove_cluster_faults.py \
+		-k group-coordinator
 
 # docs/console-*.png: the console's pages in Chromium, taken by its browser tests.
 console-screenshots: venv system-deps
