@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from confluent_kafka import KafkaError
+from confluent_kafka import KafkaError, KafkaException
 
 
 def is_fatal(error: KafkaError) -> bool:
@@ -31,7 +31,14 @@ LEADER_MOVING = frozenset(
 )
 
 
+def error_code(error: BaseException) -> int | None:
+    """The ``KafkaError`` code of a ``KafkaException`` (None if it carries none)."""
+    if isinstance(error, KafkaException) and error.args:
+        code = getattr(error.args[0], "code", None)
+        return code() if callable(code) else None
+    return None
+
+
 def leader_moving(error: BaseException) -> bool:
     """``error`` is a KafkaException that says a partition's leader is changing."""
-    code = getattr(error.args[0] if error.args else None, "code", None)
-    return callable(code) and code() in LEADER_MOVING
+    return error_code(error) in LEADER_MOVING

@@ -31,7 +31,7 @@ from typing import Any, TypeVar
 
 from confluent_kafka import KafkaError, KafkaException
 
-from onceflow.client_errors import LEADER_MOVING
+from onceflow.client_errors import LEADER_MOVING, error_code
 
 log = logging.getLogger(__name__)
 
@@ -70,14 +70,6 @@ class KafkaUnavailableError(KafkaException):
 
     def __str__(self) -> str:
         return self.message
-
-
-def error_code(error: BaseException) -> int | None:
-    """The ``KafkaError`` code of a ``KafkaException`` (None if it carries none)."""
-    if isinstance(error, KafkaException) and error.args:
-        code = getattr(error.args[0], "code", None)
-        return code() if callable(code) else None
-    return None
 
 
 def error_text(error: BaseException) -> str:

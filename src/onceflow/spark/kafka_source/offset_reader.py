@@ -20,6 +20,7 @@ from confluent_kafka import IsolationLevel, KafkaError, KafkaException
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
+from onceflow.client_errors import error_code
 from onceflow.spark.kafka_source.offsets import (
     EARLIEST,
     EARLIEST_OFFSET,
@@ -33,7 +34,6 @@ from onceflow.spark.leader_change import (
     ATTEMPT_TIMEOUT_S,
     NO_LEADER_ERRORS,
     Patience,
-    error_code,
     error_text,
     is_unavailable,
     while_leader_moves,
