@@ -37,7 +37,6 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import json
 import os
 import shutil
 import statistics
@@ -49,61 +48,11 @@ from pathlib import Path
 
 from bench_engines import Engine, parse_engines, start_engine
 from bench_topics import create_topics
-from confluent_kafka import Consumer, Producer, TopicPartition
+from spark_bench_data import plain_consumer
+from spark_bench_data import produce as fill
 
 MODES = ("consumer", "onceflow-batch", "jvm-batch", "onceflow-availablenow", "jvm-availablenow")
 DEFAULT_JARS = Path(sys.prefix) / "connector-jars"
-
-
-def fill(bootstrap: str, topic: str, records: int, partitions: int) -> None:
-    producer = Producer(
-        {
-            "bootstrap.servers": bootstrap,
-            "linger.ms": 20,
-            "batch.size": 1_000_000,
-            "queue.buffering.max.messages": 500_000,
-            "enable.idempotence": True,
-        }
-    )
-    for n in range(records):
-        store = f"s{n % 50}"
-        value = json.dumps({"id": f"e{n}", "store": store, "amount": n % 100, "ts": n})
-        while True:
-            try:
-                producer.produce(topic, key=store, value=value, partition=n % partitions)
-                break
-            except BufferError:
-                producer.poll(0.05)
-    if producer.flush(120):
-        raise RuntimeError(f"could not fill {topic}")
-
-
-def plain_consumer(bootstrap: str, topic: str, partitions: int, records: int) -> float:
-    consumer = Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": f"bench-plain-{uuid.uuid4().hex}",
-            "enable.auto.commit": False,
-            "isolation.level": "read_committed",
-            "fetch.queue.backoff.ms": 20,
-        }
-    )
-    try:
-        consumer.list_topics(topic, timeout=10)
-        started = time.monotonic()
-        consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
-        count = 0
-        deadline = started + 600
-        while count < records:
-            for message in consumer.consume(10_000, 1.0):
-                if message.error() is None:
-                    count += 1
-                    len(message.value())
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"plain consumer got {count} of {records} records")
-        return time.monotonic() - started
-    finally:
-        consumer.close()
 
 
 class Modes:
