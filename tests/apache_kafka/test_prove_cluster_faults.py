@@ -79,7 +79,8 @@ def another_programs_transactional_id(apache_kafka_cluster) -> str:
     name = next((n for n in names
                  if apache_kafka_cluster.coordinator_of(transactional_id=n) != ours),
                 names[0])  # fmt: skip
-    Producer({"bootstrap.servers": bootstrap, "transactional.id": name}).init_transactions(30)
+    if name != names[0]:
+        Producer({"bootstrap.servers": bootstrap, "transactional.id": name}).init_transactions(30)
     return name
 
 
