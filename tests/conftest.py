@@ -1,17 +1,50 @@
-"""Where the suite's time goes: at the end of a run, the seconds each xdist worker and each
-xdist group (one worker each) was busy and the modules that took longest (setup, call and
-teardown summed), so that a CI log shows what to move or speed up next."""
+"""The order the suite runs in, and where its time goes.
+
+Order: the Spark tests (a JVM and Python workers per query: both cores busy) are spread
+evenly among the integration tests (most of them waiting on brokers, pipelines and
+timeouts), so that under ``-n`` the CPU-bound and the waiting tests run side by side
+instead of the Spark tests saturating the machine together at the end; the unit tests
+(quick) come last and fill the workers' ends.
+
+Time: at the end of a run, the seconds each xdist worker and each xdist group (one worker
+each) was busy and the modules that took longest (setup, call and teardown summed), so
+that a CI log shows what to move or speed up next. ``ONCEFLOW_TEST_TIMELINE=FILE`` also
+writes each test's worker, start and end (seconds since the epoch) to FILE.
+"""
 
 from __future__ import annotations
 
+import os
 from collections import defaultdict
 
 import pytest
+
+CPU_BOUND = "tests/spark/"
+LAST = "tests/unit/"
 
 MODULES_SHOWN = 25
 _module_seconds: dict[str, float] = defaultdict(float)
 _worker_seconds: dict[str, float] = defaultdict(float)
 _group_seconds: dict[str, float] = defaultdict(float)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    spark = [item for item in items if item.nodeid.startswith(CPU_BOUND)]
+    last = [item for item in items if item.nodeid.startswith(LAST)]
+    rest = [item for item in items if not item.nodeid.startswith((CPU_BOUND, LAST))]
+    items[:] = [*spread(spark, rest), *last]
+
+
+def spread(few: list[pytest.Item], many: list[pytest.Item]) -> list[pytest.Item]:
+    """``many`` in order with ``few`` in order among them at even intervals."""
+    merged: list[pytest.Item] = []
+    taken = 0
+    for index, item in enumerate(many):
+        merged.append(item)
+        while taken < len(few) and taken * len(many) <= index * len(few):
+            merged.append(few[taken])
+            taken += 1
+    return [*merged, *few[taken:]]
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
@@ -22,6 +55,11 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     _worker_seconds[worker] += report.duration
     if "@" in report.nodeid:  # an xdist group: all its tests run on one worker
         _group_seconds[report.nodeid.rsplit("@", 1)[1]] += report.duration
+    timeline = os.environ.get("ONCEFLOW_TEST_TIMELINE")
+    if timeline and node is not None:
+        with open(timeline, "a") as out:
+            times = f"{report.start:.1f} {report.stop:.1f}"
+            out.write(f"{worker} {report.when} {times} {report.nodeid}\n")
 
 
 def pytest_terminal_summary(terminalreporter) -> None:  # type: ignore[no-untyped-def]
