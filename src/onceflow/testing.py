@@ -32,7 +32,8 @@ Apache Kafka itself (the release ``onceflow.kafka_cluster`` pins, from Maven's j
   (``cluster.heal()``) before it ends; ``apache_kafka_topic_factory`` heals too. A module
   marked ``pytest.mark.apache_kafka_group("NAME")`` goes into group ``"apache-kafka-NAME"``
   instead: it gets a worker and a cluster of its own, so that long cluster tests of
-  different modules run side by side.
+  different modules run side by side (a module-scoped ``apache_kafka_cluster`` of its
+  own, from ``running_apache_kafka_cluster``, stops that cluster when the module ends).
 * ``apache_kafka_topic_factory`` — like ``kafka_topic_factory`` on that cluster, with
   replication factor 3 by default.
 
@@ -52,6 +53,7 @@ from __future__ import annotations
 import re
 import uuid
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
@@ -267,17 +269,27 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         item._nodeid = f"{base}@{group}"  # type: ignore[attr-defined]
 
 
-@pytest.fixture(scope="session")
-def apache_kafka_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaCluster]:
+@contextmanager
+def running_apache_kafka_cluster(directory: Path) -> Iterator[KafkaCluster]:
+    """A 3-node Apache Kafka cluster in ``directory`` while the block runs, killed after it;
+    a cluster that cannot start fails the test with its message."""
     from onceflow.kafka_cluster import KafkaCluster, KafkaClusterError
 
-    cluster = KafkaCluster(3, directory=tmp_path_factory.mktemp("apache-kafka"))
+    cluster = KafkaCluster(3, directory=directory)
     try:
         cluster.start()
     except KafkaClusterError as error:
         pytest.fail(f"Apache Kafka cluster: {error}", pytrace=False)
-    yield cluster
-    cluster.stop(graceful=False)
+    try:
+        yield cluster
+    finally:
+        cluster.stop(graceful=False)
+
+
+@pytest.fixture(scope="session")
+def apache_kafka_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaCluster]:
+    with running_apache_kafka_cluster(tmp_path_factory.mktemp("apache-kafka")) as cluster:
+        yield cluster
 
 
 @pytest.fixture

@@ -16,6 +16,10 @@ On top of that, this test kills Kafka nodes while the queries run:
   SIGKILLed for 10 s. Its partitions have no leader until it is back: the source's
   ``latestOffset`` used to fail at once (``_NOENT``, "No leaders found").
 
+The module has a worker and a cluster of its own (group ``apache-kafka-demo``): its two
+runs take 4-6 minutes, which beside the other cluster tests, not after them, is not the
+suite's longest path; the cluster stops when the module ends.
+
 Each run's output is kept in the test's temporary directory (``demo.out``, and the demo's
 state with the Spark job's log).
 """
@@ -34,7 +38,10 @@ from pathlib import Path
 import pytest
 from confluent_kafka.admin import AdminClient, ConfigResource
 
+from onceflow.testing import running_apache_kafka_cluster
+
 pytest.importorskip("pyspark")
+pytestmark = pytest.mark.apache_kafka_group("demo")
 
 ROOT = Path(__file__).resolve().parents[2]
 DEMO = ROOT / "examples" / "orders" / "demo.py"
@@ -51,6 +58,12 @@ ONE_OUTAGE = ("4000", "100", "200")
 BATCH = re.compile(r"^\s*batch\s+\d+\s+(store_revenue|order_confirmations)\s")
 # A ceiling, not a pace: two Spark starts and the node restarts, on two loaded cores.
 RUN_TIMEOUT = 900
+
+
+@pytest.fixture(scope="module")
+def apache_kafka_cluster(tmp_path_factory: pytest.TempPathFactory):
+    with running_apache_kafka_cluster(tmp_path_factory.mktemp("apache-kafka-demo")) as cluster:
+        yield cluster
 
 
 @pytest.fixture
