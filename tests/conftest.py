@@ -6,6 +6,13 @@ timeouts), so that under ``-n`` the CPU-bound and the waiting tests run side by 
 instead of the Spark tests saturating the machine together at the end; the unit tests
 (quick) come last and fill the workers' ends.
 
+Spark's driver JVMs (the session's and every job a test starts, which inherit the
+environment) compile with C1 only and collect with the serial collector, as the Kafka
+nodes of ``onceflow.kafka_cluster`` do: a test's JVM lives seconds to minutes, and C2's
+compiler threads were CPU the other tests waited for (tests/spark/test_batch.py and
+test_streaming.py: 26 -> 16 CPU seconds, 18.7 -> 15.5 s). A ``PYSPARK_SUBMIT_ARGS`` of the
+caller's own is kept.
+
 Time: at the end of a run, the seconds each xdist worker and each xdist group (one worker
 each) was busy and the modules that took longest (setup, call and teardown summed), so
 that a CI log shows what to move or speed up next. ``ONCEFLOW_TEST_TIMELINE=FILE`` also
@@ -18,6 +25,12 @@ import os
 from collections import defaultdict
 
 import pytest
+
+TEST_JVM_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+os.environ.setdefault(
+    "PYSPARK_SUBMIT_ARGS",
+    f'--conf "spark.driver.defaultJavaOptions={TEST_JVM_OPTIONS}" pyspark-shell',
+)
 
 CPU_BOUND = "tests/spark/"
 LAST = "tests/unit/"
