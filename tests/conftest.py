@@ -1,17 +1,16 @@
 """The order the suite runs in, and where its time goes.
 
-Order: the Spark tests (a JVM and Python workers per query: both cores busy) are spread
-evenly among the integration tests (most of them waiting on brokers, pipelines and
-timeouts), so that under ``-n`` the CPU-bound and the waiting tests run side by side
-instead of the Spark tests saturating the machine together at the end; the unit tests
-(quick) come last and fill the workers' ends.
+Order: the Spark tests (a JVM and Python workers per query: both cores busy) and the
+proofs (``onceflow prove`` runs: mostly waiting on their trials, the CPU 60% idle with four
+of them side by side) are each spread evenly among the other integration tests, so that
+under ``-n`` the CPU-bound and the waiting tests run side by side instead of each kind
+together (the Spark tests saturating the machine, the proofs at the end leaving it idle
+for five minutes); the unit tests (quick) come last and fill the workers' ends.
 
 Spark's driver JVMs (the session's and every job a test starts, which inherit the
-environment) compile with C1 only and collect with the serial collector, as the Kafka
-nodes of ``onceflow.kafka_cluster`` do: a test's JVM lives seconds to minutes, and C2's
-compiler threads were CPU the other tests waited for (tests/spark/test_batch.py and
-test_streaming.py: 26 -> 16 CPU seconds, 18.7 -> 15.5 s). A ``PYSPARK_SUBMIT_ARGS`` of the
-caller's own is kept.
+environment) run with ``tests.kit.jvm.SHORT_LIVED_JVM_OPTIONS`` (C1 only, the serial
+collector: tests/spark/test_batch.py and test_streaming.py 26 -> 16 CPU seconds, 18.7 ->
+15.5 s). A ``PYSPARK_SUBMIT_ARGS`` of the caller's own is kept.
 
 Time: at the end of a run, the seconds each xdist worker and each xdist group (one worker
 each) was busy and the modules that took longest (setup, call and teardown summed), so
@@ -26,14 +25,17 @@ from collections import defaultdict
 
 import pytest
 
-TEST_JVM_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+from tests.kit.jvm import SHORT_LIVED_JVM_OPTIONS
+
 os.environ.setdefault(
     "PYSPARK_SUBMIT_ARGS",
-    f'--conf "spark.driver.defaultJavaOptions={TEST_JVM_OPTIONS}" pyspark-shell',
+    f'--conf "spark.driver.defaultJavaOptions={SHORT_LIVED_JVM_OPTIONS}" pyspark-shell',
 )
 
 CPU_BOUND = "tests/spark/"
+WAITING = "tests/integration/test_prove"
 LAST = "tests/unit/"
+SPREAD_UNTIL = 0.8
 
 MODULES_SHOWN = 25
 _module_seconds: dict[str, float] = defaultdict(float)
@@ -43,18 +45,23 @@ _group_seconds: dict[str, float] = defaultdict(float)
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     spark = [item for item in items if item.nodeid.startswith(CPU_BOUND)]
+    proofs = [item for item in items if item.nodeid.startswith(WAITING)]
     last = [item for item in items if item.nodeid.startswith(LAST)]
-    rest = [item for item in items if not item.nodeid.startswith((CPU_BOUND, LAST))]
-    items[:] = [*spread(spark, rest), *last]
+    rest = [item for item in items if not item.nodeid.startswith((CPU_BOUND, WAITING, LAST))]
+    items[:] = [*spread(spark, spread(proofs, rest)), *last]
 
 
 def spread(few: list[pytest.Item], many: list[pytest.Item]) -> list[pytest.Item]:
-    """``many`` in order with ``few`` in order among them at even intervals."""
+    """``many`` in order with ``few`` in order among them at even intervals, the last of
+    ``few`` at ``SPREAD_UNTIL`` of ``many``: each xdist worker holds up to three tests
+    queued, and a long one among the last kept one worker busy for a minute after the
+    others had run out of tests."""
     merged: list[pytest.Item] = []
+    span = len(many) * SPREAD_UNTIL
     taken = 0
     for index, item in enumerate(many):
         merged.append(item)
-        while taken < len(few) and taken * len(many) <= index * len(few):
+        while taken < len(few) and taken * span <= index * len(few):
             merged.append(few[taken])
             taken += 1
     return [*merged, *few[taken:]]

@@ -37,12 +37,14 @@ def main() -> None:
 
     from onceflow.crash_points import SPARK_PAUSE_PREFIX
     from onceflow.spark.session import local_session
+    from tests.kit.jvm import SHORT_LIVED_JVM_OPTIONS
     from tests.spark.sink_helpers import confirmation_records, orders_stream
 
     config = {
         "spark.driver.memory": "512m",
         "spark.executor.memory": "512m",
         "spark.executor.cores": "1",
+        "spark.executor.defaultJavaOptions": SHORT_LIVED_JVM_OPTIONS,
         "spark.cores.max": "2",
         "spark.pyspark.python": sys.executable,
         "spark.executorEnv.PYTHONPATH": os.pathsep.join([f"{ROOT}/src", ROOT]),

@@ -29,6 +29,7 @@ import pytest
 from onceflow.ports import free_port
 from onceflow.spark.session import java_home
 from onceflow.verify.run import run_verify
+from tests.kit.jvm import SHORT_LIVED_JVM_OPTIONS
 from tests.postgres import postgres_server, postgres_url  # noqa: F401  (fixtures)
 from tests.spark.conftest import create_topic
 from tests.spark.sink_helpers import make_orders
@@ -85,6 +86,7 @@ class StandaloneCluster:
             "SPARK_LOCAL_IP": "127.0.0.1",
             "PYSPARK_PYTHON": sys.executable,
             "SPARK_DAEMON_MEMORY": "256m",
+            "SPARK_DAEMON_JAVA_OPTS": SHORT_LIVED_JVM_OPTIONS,
         }
         home = java_home()
         if home:
