@@ -1,5 +1,5 @@
-"""``onceflow prove --faults leader|group-coordinator|txn-coordinator`` on the shared 3-node
-Apache Kafka cluster: each finds a pipeline that only it breaks (killing the pipeline, the
+"""``onceflow prove --faults leader|group-coordinator|txn-coordinator`` on a 3-node Apache
+Kafka cluster: each finds a pipeline that only it breaks (killing the pipeline, the
 other fault kinds, never do: shown on the embedded broker), and the fixed twin holds.
 
 * leader: a copier producing with acks=1 (examples/prove/faults/output_copier.py) loses
@@ -25,6 +25,11 @@ The fixed copier retries each step of its commit that fails retriably: one that 
 only the commit after its offsets failed held through most runs and duplicated a batch
 (51) in one (the batch committed without its offsets, then an abort's rewind copied it
 again).
+
+The module has a worker and a cluster of its own (group ``apache-kafka-prove``): its proofs
+take 4-7 minutes, and a wedged copier's minute makes them the suite's most variable
+stretch; in the shared cluster's group they were its longest path (990 of 1,077 s in a
+fresh-clone run, 2026-12-04). The cluster stops when the module ends.
 """
 
 from __future__ import annotations
@@ -39,7 +44,9 @@ from confluent_kafka import Producer
 
 from onceflow.kafka_cluster.probe import node_metadata
 from onceflow.prove.brokers import TrialCluster, create_topics, reset
-from onceflow.testing import prove
+from onceflow.testing import prove, running_apache_kafka_cluster
+
+pytestmark = pytest.mark.apache_kafka_group("prove")
 
 FAULTS = Path(__file__).resolve().parents[2] / "examples" / "prove" / "faults"
 COPIER = (["topic:orders-copy"], None, "missing")
@@ -56,6 +63,12 @@ CASES = {
 BROKEN_FAULTS = {"leader": 1, "txn-coordinator": 2, "group-coordinator": 3}
 
 
+@pytest.fixture(scope="module")
+def apache_kafka_cluster(tmp_path_factory: pytest.TempPathFactory):
+    with running_apache_kafka_cluster(tmp_path_factory.mktemp("apache-kafka-prove")) as cluster:
+        yield cluster
+
+
 def proof(fault: str, command: list[str], tmp_path: Path, **options: object):
     _, _, outputs, schema, _ = CASES[fault]
     return prove(
@@ -67,7 +80,7 @@ def proof(fault: str, command: list[str], tmp_path: Path, **options: object):
 
 @pytest.fixture
 def another_programs_transactional_id(apache_kafka_cluster) -> str:
-    """A transactional id of another program's on the shared cluster, listed before the
+    """A transactional id of another program's on the cluster, listed before the
     copier's and, where the cluster's leaders allow, coordinated by another node: a
     txn-coordinator fault that took any listed id killed that node in CI, and the copier's
     commits never failed."""
