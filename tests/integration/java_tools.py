@@ -23,9 +23,10 @@ from typing import Any
 import pytest
 
 from onceflow.children import forget, popen
+from tests.kit.jvm import SHORT_LIVED_JVM_OPTIONS
 
 JAVA_SOURCES = Path(__file__).resolve().parents[1] / "java"
-JVM_OPTIONS = ["-Xmx192m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Xss512k"]
+JVM_OPTIONS = ["-Xmx192m", *SHORT_LIVED_JVM_OPTIONS.split(), "-Xss512k"]
 
 
 def kafka_classpath() -> str:
