@@ -22,6 +22,7 @@ import pyarrow as pa
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
+from onceflow.spark.kafka_sink.markers import TopicMarkers
 from onceflow.spark.kafka_sink.options import parse_kafka_options
 from onceflow.spark.kafka_sink.task_transaction import write_task
 from onceflow.spark.kafka_source.offset_reader import OffsetReader
@@ -220,3 +221,23 @@ def test_connectors_fail_with_one_line_after_unavailable_timeout(
     text = str(raised.value)
     assert "\n" not in text, text
     assert text.startswith(f"reading {source}-0 offsets [0, {RECORDS}): still unavailable"), text
+
+
+def test_a_marker_reader_made_as_its_leader_dies_finds_the_new_leader(cluster):
+    """A client made right after a partition's leader was SIGKILLed, before the cluster
+    fenced the node, learns the dead leader from its first metadata. The Kafka sink's
+    marker reader then asked that node for the partition's end until
+    ``unavailableTimeoutMs`` ran out (librdkafka kept the leader it had cached: the orders
+    demo's confirmations query failed so in a fresh-clone run); it must find the new
+    leader once the cluster has elected one."""
+    sink_id = f"outage-{uuid.uuid4().hex[:8]}"
+    config = {"bootstrap.servers": cluster.bootstrap}
+    markers = TopicMarkers(config, sink_id, timeout=10, unavailable_timeout=60)
+    markers.ensure(0)  # replicated (3 copies): a new leader is elected at once
+    cluster.wait_for_topic(markers.topic)
+    partition = 0
+    victim = cluster.leader_of(markers.topic, partition)
+    cluster.kill(victim)
+    reader = TopicMarkers(config, sink_id, timeout=10, unavailable_timeout=60)
+    assert reader.last(partition) is None  # no marker written: the end was found
+    assert cluster.leader_of(markers.topic, partition) not in (victim, -1)

@@ -160,11 +160,16 @@ def unavailable(
 
 
 def while_leader_moves(
-    call: Callable[[], T], timeout: float, what: str, also: Iterable[int] = ()
+    call: Callable[[], T],
+    timeout: float,
+    what: str,
+    also: Iterable[int] = (),
+    refresh: Callable[[], object] | None = None,
 ) -> T:
     """``call()``, asked again while it fails because a leader, a coordinator or the
     cluster is unavailable (or with one of ``also``) for up to ``timeout`` seconds; then
-    ``KafkaUnavailableError`` (a ``KafkaException`` carrying the last error)."""
+    ``KafkaUnavailableError`` (a ``KafkaException`` carrying the last error).
+    ``refresh()``, if given, runs before each new attempt (its own failure is ignored)."""
     retryable = frozenset(also)
     patience = Patience(timeout, what)
     while True:
@@ -174,6 +179,44 @@ def while_leader_moves(
             if not is_unavailable(error, retryable):
                 raise
             patience.failed(error)
+            if refresh is not None:
+                try:
+                    refresh()
+                except (KafkaException, TimeoutError) as refresh_error:
+                    log.info("%s: %s", what, error_text(refresh_error))
             continue
         patience.succeeded()
         return result
+
+
+def watermarks(
+    consumer: Any,
+    topic: str,
+    partition: int,
+    attempt_s: float,
+    timeout_s: float,
+    what: str,
+    also: Iterable[int] = NO_LEADER_ERRORS,
+) -> tuple[int, int]:
+    """The partition's (low, high) watermarks, asked again while its leader moves.
+
+    librdkafka sends the request to the leader its metadata cache names and does not
+    refresh that cache when the request times out: a consumer that learned the leader just
+    before it died (a client made right after a node was SIGKILLed, before the cluster
+    fenced it) sent every attempt to the dead node for minutes (seen on a 3-node Kafka:
+    209 s of local timeouts, topic.metadata.refresh.interval.ms is 5 minutes). So before
+    each new attempt the topic's metadata is asked for again; with it the next attempt
+    found the new leader.
+    """
+    from confluent_kafka import TopicPartition
+
+    low, high = while_leader_moves(
+        lambda: consumer.get_watermark_offsets(
+            TopicPartition(topic, partition), timeout=attempt_s, cached=False
+        ),
+        timeout_s,
+        what,
+        also=also,
+        refresh=lambda: consumer.list_topics(topic, timeout=attempt_s),
+    )
+    return int(low), int(high)

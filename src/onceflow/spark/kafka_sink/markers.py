@@ -27,6 +27,7 @@ from onceflow.spark.leader_change import (
     NO_LEADER_ERRORS,
     is_leader_change,
     is_unavailable,
+    watermarks,
     while_leader_moves,
 )
 
@@ -164,10 +165,11 @@ class TopicMarkers:
             # Right after the topic was created, or while its leader moves, a broker may
             # not lead the partition (yet): ask until one does.
             attempt = min(self.timeout, ATTEMPT_TIMEOUT_S, self.unavailable_timeout)
-            low, high = while_leader_moves(
-                lambda: consumer.get_watermark_offsets(
-                    TopicPartition(self.topic, partition), timeout=attempt, cached=False
-                ),
+            low, high = watermarks(
+                consumer,
+                self.topic,
+                partition,
+                attempt,
                 max(self.timeout, self.unavailable_timeout),
                 f"end of {self.topic}-{partition}",
                 also=(KafkaError.UNKNOWN_TOPIC_OR_PART, *NO_LEADER_ERRORS),

@@ -33,12 +33,11 @@ from onceflow.spark.kafka_source.schema import arrow_schema
 from onceflow.spark.leader_change import (
     ATTEMPT_TIMEOUT_S,
     DEFAULT_UNAVAILABLE_TIMEOUT_MS,
-    NO_LEADER_ERRORS,
     KafkaUnavailableError,
     error_text,
     is_leader_change,
     unavailable,
-    while_leader_moves,
+    watermarks,
 )
 
 log = logging.getLogger(__name__)
@@ -368,15 +367,15 @@ def _no_leader(consumer: Consumer, topic: str, partition: int) -> BaseException 
 
 def _log_start(consumer: Consumer, topic: str, partition: int, unavailable_timeout_ms: int) -> int:
     try:
-        low, _high = while_leader_moves(
-            lambda: consumer.get_watermark_offsets(
-                TopicPartition(topic, partition), timeout=ATTEMPT_TIMEOUT_S, cached=False
-            ),
+        low, _high = watermarks(
+            consumer,
+            topic,
+            partition,
+            ATTEMPT_TIMEOUT_S,
             unavailable_timeout_ms / 1000,
             f"start of {topic}-{partition}",
-            also=NO_LEADER_ERRORS,
         )
-        return int(low)
+        return low
     except KafkaException as error:
         if isinstance(error, KafkaUnavailableError):
             raise
