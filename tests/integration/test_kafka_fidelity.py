@@ -5,11 +5,13 @@ the exact request over the wire. One broker serves the whole module."""
 from __future__ import annotations
 
 import datetime
+import struct
 import time
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
-from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka import KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import (
     AdminClient,
     AlterConfigOpType,
@@ -20,15 +22,20 @@ from confluent_kafka.admin import (
 )
 from kafka import KafkaConsumer
 from kafka import TopicPartition as KafkaTopicPartition
+from kio.schema.heartbeat.v4.request import HeartbeatRequest
 from kio.schema.incremental_alter_configs.v1.request import (
     AlterableConfig,
     AlterConfigsResource,
     IncrementalAlterConfigsRequest,
 )
+from kio.schema.join_group.v9.request import JoinGroupRequest, JoinGroupRequestProtocol
+from kio.schema.join_group.v9.response import JoinGroupResponse
 from kio.schema.produce.v9.request import PartitionProduceData, ProduceRequest, TopicProduceData
+from kio.schema.sync_group.v5.request import SyncGroupRequest, SyncGroupRequestAssignment
 from kio.static.primitive import i8, i32, i64
 
 from onceflow.protocol.client import WireClient
+from onceflow.protocol.errors import ErrorCode
 from onceflow.protocol.legacy.list_offsets_v0 import ListOffsetsPartition as ListOffsetsPartitionV0
 from onceflow.protocol.legacy.list_offsets_v0 import ListOffsetsRequest as ListOffsetsRequestV0
 from onceflow.protocol.legacy.list_offsets_v0 import ListOffsetsTopic as ListOffsetsTopicV0
@@ -228,49 +235,117 @@ def test_dynamic_broker_configs_apply_at_once_and_survive_a_restart(kafka_broker
 # -- static members expire on their own session timeout ----------------------------------
 
 
-def group_state(admin: AdminClient, group: str) -> tuple[str, int]:
-    (description,) = (admin.describe_consumer_groups([group])[group].result(10),)
-    return description.state.name, len(description.members)
+def group_members(admin: AdminClient, group: str) -> set[str]:
+    """The group instance ids of the group's members."""
+    description = admin.describe_consumer_groups([group])[group].result(10)
+    return {member.group_instance_id for member in description.members}
 
 
-def test_static_members_expire_after_their_own_session_timeout(broker, admin) -> None:
+class StaticMember:
+    """A static member of a classic group driven over the wire, so that the moment of its
+    last heartbeat is known exactly (a real consumer's last heartbeat before ``close()``
+    came 0.45 s early on a loaded machine, and the test's reference with it)."""
+
+    def __init__(self, bootstrap: str, group: str, topic: str, index: int, session_s: float):
+        self.client = WireClient(bootstrap)
+        self.group, self.topic = group, topic
+        self.instance = f"instance-{index}"
+        self.session_s = session_s
+        self.member_id = ""
+        self.generation = -1
+        self.last_heartbeat: tuple[float, float] = (0.0, 0.0)  # sent, answered
+
+    def join(self) -> JoinGroupResponse:
+        name = self.topic.encode()
+        subscription = struct.pack(">hih", 0, 1, len(name)) + name + struct.pack(">i", -1)
+        joined = self.client.request(
+            JoinGroupRequest,
+            group_id=self.group,
+            session_timeout=datetime.timedelta(seconds=self.session_s),
+            rebalance_timeout=datetime.timedelta(seconds=10),
+            member_id="",
+            group_instance_id=self.instance,
+            protocol_type="consumer",
+            protocols=(JoinGroupRequestProtocol(name="range", metadata=subscription),),
+            reason=None,
+        )
+        assert joined.error_code == ErrorCode.none, joined
+        self.member_id, self.generation = joined.member_id, joined.generation_id
+        return joined
+
+    def sync(self, members: tuple[str, ...]) -> None:
+        synced = self.client.request(
+            SyncGroupRequest,
+            group_id=self.group,
+            generation_id=i32(self.generation),
+            member_id=self.member_id,
+            group_instance_id=self.instance,
+            protocol_type="consumer",
+            protocol_name="range",
+            assignments=tuple(
+                SyncGroupRequestAssignment(member_id=m, assignment=b"") for m in members
+            ),
+        )
+        assert synced.error_code == ErrorCode.none, synced
+
+    def heartbeat(self) -> None:
+        sent = time.monotonic()
+        answer = self.client.request(
+            HeartbeatRequest,
+            group_id=self.group,
+            generation_id=i32(self.generation),
+            member_id=self.member_id,
+            group_instance_id=self.instance,
+        )
+        assert answer.error_code == ErrorCode.none, answer
+        self.last_heartbeat = (sent, time.monotonic())
+
+
+def test_static_members_expire_after_their_own_session_timeout(kafka_broker_factory) -> None:
+    """Three static members with session timeouts of 2, 3 and 4 s stop heartbeating at
+    once: each leaves the group no sooner than its own timeout after its last heartbeat,
+    and within a second of it (a group-wide timeout would drop all three together)."""
+    # All three joins land in the first generation: the first waits for the others.
+    broker = kafka_broker_factory(
+        config={"group.min.session.timeout.ms": "1000", "group.initial.rebalance.delay.ms": "1000"}
+    )
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap, "log_level": 3})
     topic = new_topic(broker.bootstrap, "fidelity", partitions=3)
     group = f"static-{uuid.uuid4().hex[:8]}"
-    consumers = [
-        Consumer(
-            {
-                "bootstrap.servers": broker.bootstrap,
-                "group.id": group,
-                "group.instance.id": f"instance-{index}",
-                "session.timeout.ms": 2000 + 1000 * index,
-                "heartbeat.interval.ms": 100,
-                "log_level": 3,
-            }
-        )
-        for index in range(3)
+    members = [
+        StaticMember(broker.bootstrap, group, topic, index, session_s)
+        for index, session_s in enumerate((2.0, 3.0, 4.0))
     ]
-    for consumer in consumers:
-        consumer.subscribe([topic])
-    deadline = time.monotonic() + 30
-    while group_state(admin, group) != ("STABLE", 3):
-        assert time.monotonic() < deadline, group_state(admin, group)
-        for consumer in consumers:
-            consumer.poll(0.05)
-    settle = time.monotonic() + 1
-    while time.monotonic() < settle:
-        for consumer in consumers:
-            consumer.poll(0.05)
-    closed = time.monotonic()
-    for consumer in consumers:
-        consumer.close()
-    members_over_time = []
-    while time.monotonic() - closed < 5:
-        members_over_time.append(
-            (round(time.monotonic() - closed, 2), group_state(admin, group)[1])
-        )
+    with ThreadPoolExecutor(len(members)) as pool:
+        joined = list(pool.map(StaticMember.join, members))
+        leader = joined[0].leader
+        assert {answer.generation_id for answer in joined} == {joined[0].generation_id}
+        assert {answer.leader for answer in joined} == {leader}
+        ids = tuple(member.member_id for member in members)
+        list(pool.map(lambda m: m.sync(ids if m.member_id == leader else ()), members))
+    for _ in range(5):
+        for member in members:
+            member.heartbeat()
         time.sleep(0.1)
-    gone = {count: min(t for t, c in members_over_time if c <= count) for count in (2, 1, 0)}
-    assert 1.7 <= gone[2] <= 2.5 and 2.7 <= gone[1] <= 3.5 and 3.7 <= gone[0] <= 4.5, gone
+    assert group_members(admin, group) == {member.instance for member in members}
+
+    gone: dict[str, float] = {}
+    deadline = time.monotonic() + 10
+    while len(gone) < len(members):
+        assert time.monotonic() < deadline, f"still in the group: {group_members(admin, group)}"
+        present = group_members(admin, group)
+        seen_at = time.monotonic()
+        for member in members:
+            if member.instance not in present:
+                gone.setdefault(member.instance, seen_at)
+        time.sleep(0.05)
+    for member in members:
+        sent, answered = member.last_heartbeat
+        after = gone[member.instance] - sent
+        assert member.session_s <= after, (member.instance, after)
+        assert gone[member.instance] - answered <= member.session_s + 1.0, (member.instance, after)
+    for member in members:
+        member.client.close()
     result = admin.delete_consumer_groups([group])[group].result(10)
     assert result is None
 
