@@ -25,6 +25,8 @@ from onceflow.spark.class_archive import (
     usable,
     with_java_option,
 )
+from onceflow.spark.fork_client import SERVER_VARIABLE
+from onceflow.spark.fork_server import start_fork_server
 from onceflow.spark.worker_python import worker_python
 
 
@@ -48,6 +50,7 @@ def local_session(
     config: Mapping[str, str] | None = None,
     log_level: str = "ERROR",
     class_archive: bool = True,
+    fork_server: bool = True,
 ) -> SparkSession:
     """The SparkSession of this process (``getOrCreate``), with onceflow registered.
 
@@ -58,6 +61,9 @@ def local_session(
     adds or overrides Spark settings. The Spark UI and the console progress bar are off.
     ``class_archive``: the driver JVM maps the class archive of Spark's classes when one
     was made (``python -m onceflow.spark.archive_maker``; it starts in about half the time).
+    ``fork_server``: on a local master, Spark's Python processes are forked from a server
+    that imported pyspark, pyarrow and onceflow while the JVM started (``fork_server.py``),
+    instead of each starting an interpreter and importing them.
     """
     found = java_home()
     if found is not None:
@@ -72,6 +78,10 @@ def local_session(
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
         settings["spark.driver.host"] = "127.0.0.1"
         settings["spark.driver.bindAddress"] = "127.0.0.1"
+    if fork_server and python is None and master.startswith("local"):
+        server = start_fork_server()
+        if server is not None:
+            settings[f"spark.executorEnv.{SERVER_VARIABLE}"] = server
     settings.update(config or {})
     archive = existing_archive(java_binary(found)) if class_archive else None
     if archive is not None and usable(settings):

@@ -11,6 +11,10 @@ When the interpreter has pyspark installed as a package (``pip install pyspark``
 files as the zip, byte-compiled), a three-line launcher that drops the zip from
 ``PYTHONPATH`` and execs the interpreter lets those workers import the installed copy
 (``benchmarks/spark_query_start.py`` measures the difference).
+
+When a fork server runs (``fork_server.py``; local sessions start one), the launcher hands
+Spark's ``-m pyspark...`` processes to its client, which has them forked from the server's
+preloaded interpreter instead of starting one.
 """
 
 from __future__ import annotations
@@ -36,8 +40,12 @@ for entry in $PYTHONPATH; do
 done
 PYTHONPATH=$kept
 export PYTHONPATH
+case "$ONCEFLOW_SPARK_FORK_SERVER:$1:$2" in
+  ?*:-m:pyspark.*) exec {python} -I -S {client} "$@" ;;
+esac
 exec {python} "$@"
 """
+FORK_CLIENT = Path(__file__).with_name("fork_client.py")
 
 
 def pyspark_is_installed() -> bool:
@@ -55,7 +63,7 @@ def worker_python(python: str = sys.executable, cache_dir: Path | None = None) -
     directory)."""
     if os.name != "posix" or not pyspark_is_installed():
         return python
-    script = LAUNCHER.format(python=shlex.quote(python))
+    script = LAUNCHER.format(python=shlex.quote(python), client=shlex.quote(str(FORK_CLIENT)))
     digest = hashlib.sha256(script.encode()).hexdigest()[:16]
     directory = cache_dir or Path.home() / ".cache" / "onceflow"
     launcher = directory / f"worker-python-{digest}"
