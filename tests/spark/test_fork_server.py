@@ -32,7 +32,7 @@ ENV = {**os.environ, "PYTHONPATH": str(ROOT), "PYTHONHASHSEED": "0", "PYTHONUNBU
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[subprocess.Popen]:
     path = str(tmp_path_factory.mktemp("fork") / "fork.sock")
     process = subprocess.Popen(
-        [sys.executable, "-m", "onceflow.spark.fork_server", path, PROBE],
+        [sys.executable, "-m", "onceflow.spark.fork_server", path, PROBE, "pyspark."],
         stdin=subprocess.PIPE,
         env=ENV,
         cwd=ROOT,
@@ -90,6 +90,29 @@ def test_standard_streams_and_exit_codes_pass_through(server):
     _, err = raises.communicate(timeout=30)
     assert raises.returncode == 1
     assert "RuntimeError: the probe failed" in err
+
+
+def test_a_preloaded_module_runs_as_a_fresh_python_runs_it(server):
+    """Spark's daemon, imported by the server before it forks: it announces its port and
+    ends when its standard input closes, and says nothing else (runpy warns of a module
+    run as ``__main__`` that was imported already)."""
+    env = {**ENV, SERVER_VARIABLE: server.socket, "PYTHON_WORKER_FACTORY_SECRET": "x"}
+
+    def run(*python: str) -> tuple[int, bytes, int]:
+        daemon = subprocess.Popen(
+            [*python, "-m", "pyspark.daemon"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            cwd=ROOT,
+            env=env,
+        )
+        out, err = daemon.communicate(b"", timeout=30)
+        return len(out), err, daemon.returncode
+
+    forked = run(sys.executable, "-I", "-S", str(FORK_CLIENT))
+    assert forked[:2] == (4, b"")  # the port, as a 4-byte int, and nothing on stderr
+    assert forked == run(sys.executable)
 
 
 def test_signals_to_the_client_reach_the_child(server):

@@ -329,6 +329,8 @@ def run_as_main(request: Request, base_path: list[str]) -> None:
         sys.path[:] = [request.cwd, *pythonpath_entries(request.env), *base_path]
         sys.argv = [request.argv[1], *request.argv[2:]]
         atexit._clear()
+        # As `python -m` finds it: not imported yet (its imports are, which is the point).
+        sys.modules.pop(request.argv[1], None)
         runpy.run_module(request.argv[1], run_name="__main__", alter_sys=True)
     except SystemExit as exit_:
         code = exit_code(exit_.code)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import sys
 from collections.abc import Mapping
 
 from pyspark.sql import SparkSession
@@ -40,6 +41,12 @@ def java_home() -> str | None:
     return os.path.dirname(os.path.dirname(os.path.realpath(java)))
 
 
+def _names(python: str, *paths: str) -> bool:
+    """``python`` (a path, or a name on ``PATH``) is one of ``paths``."""
+    found = shutil.which(python)
+    return found is not None and os.path.abspath(found) in {os.path.abspath(p) for p in paths}
+
+
 def local_session(
     app_name: str,
     *,
@@ -55,10 +62,11 @@ def local_session(
     """The SparkSession of this process (``getOrCreate``), with onceflow registered.
 
     ``python`` is the interpreter of Spark's Python workers (``PYSPARK_PYTHON``); by
-    default this one, which has onceflow, through ``worker_python``'s launcher (workers
-    import the installed, byte-compiled pyspark). ``loopback`` binds the driver to
-    127.0.0.1 (tests, benchmarks; a driver a real cluster must reach cannot). ``config``
-    adds or overrides Spark settings. The Spark UI and the console progress bar are off.
+    default, or when it names this interpreter, this one, which has onceflow, through
+    ``worker_python``'s launcher (workers import the installed, byte-compiled pyspark).
+    ``loopback`` binds the driver to 127.0.0.1 (tests, benchmarks; a driver a real cluster
+    must reach cannot). ``config`` adds or overrides Spark settings. The Spark UI and the
+    console progress bar are off.
     ``class_archive``: the driver JVM maps the class archive of Spark's classes when one
     was made (``python -m onceflow.spark.archive_maker``; it starts in about half the time).
     ``fork_server``: on a local master, Spark's Python processes are forked from a server
@@ -68,7 +76,10 @@ def local_session(
     found = java_home()
     if found is not None:
         os.environ.setdefault("JAVA_HOME", found)
-    os.environ["PYSPARK_PYTHON"] = python or worker_python()
+    launcher = worker_python()
+    if python is None or _names(python, sys.executable, launcher):
+        python = launcher
+    os.environ["PYSPARK_PYTHON"] = python
     settings = {
         "spark.ui.enabled": "false",
         "spark.ui.showConsoleProgress": "false",
@@ -78,7 +89,7 @@ def local_session(
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
         settings["spark.driver.host"] = "127.0.0.1"
         settings["spark.driver.bindAddress"] = "127.0.0.1"
-    if fork_server and python is None and master.startswith("local"):
+    if fork_server and python == launcher != sys.executable and master.startswith("local"):
         server = start_fork_server()
         if server is not None:
             settings[f"spark.executorEnv.{SERVER_VARIABLE}"] = server
