@@ -151,6 +151,7 @@ $(SPARK_CONNECTOR_VENV)/.installed: pyproject.toml benchmarks/spark_kafka_connec
 	$(SPARK_CONNECTOR_VENV)/bin/pip install --quiet 'pyspark==$(SPARK_CONNECTOR_PYSPARK)' -e '.[spark]'
 	mvn -q -f benchmarks/spark_kafka_connector/pom.xml dependency:copy-dependencies \
 		-DoutputDirectory=$(CURDIR)/$(SPARK_CONNECTOR_VENV)/connector-jars
+	$(SPARK_CONNECTOR_VENV)/bin/python -m onceflow.spark.archive_maker >/dev/null
 	touch $@
 
 bench: venv system-deps kafka-jars spark-archive $(VENV)/.bench-installed .venv-quix/bin/python \
@@ -166,6 +167,8 @@ bench: venv system-deps kafka-jars spark-archive $(VENV)/.bench-installed .venv-
 		--modes db/at_least_once,'db/exactly_once db_offsets','db/exactly_once inbox'
 	$(SPARK_CONNECTOR_VENV)/bin/python benchmarks/spark_connector.py --engines onceflow,kafka \
 		--records 500000 --repeat 3
+	$(SPARK_CONNECTOR_VENV)/bin/python benchmarks/spark_first_query.py --jvm --rounds 3
+	$(SPARK_CONNECTOR_VENV)/bin/python benchmarks/spark_latency.py
 	$(BIN)/python benchmarks/spark_pipeline.py
 	$(BIN)/python benchmarks/spark_session_start.py --rounds 3
 	$(BIN)/python benchmarks/broker_start.py --rounds 5

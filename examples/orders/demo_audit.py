@@ -88,8 +88,8 @@ class Confirmations:
         self.count = 0
         self.latencies: list[tuple[int, int]] = []  # (order created ms, latency ms)
 
-    def poll(self) -> None:
-        messages = self.consumer.consume(5000, 0.2)
+    def poll(self, timeout: float = 0.2) -> None:
+        messages = self.consumer.consume(5000, timeout)
         now_ms = int(time.time() * 1000)
         for message in messages:
             if message.error() is None:
