@@ -24,7 +24,7 @@ from pyspark.sql import functions as F
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "examples" / "orders"))
 
-import pipeline  # noqa: E402  (the onceflow pipeline: its schema and its run loop)
+import pipeline  # noqa: E402  (the onceflow pipeline: its schema, events and run loop)
 
 from onceflow.spark.session import local_session  # noqa: E402
 
@@ -64,12 +64,7 @@ def build_queries(spark, args: argparse.Namespace) -> list:
         .start()
     )
     confirmations = (
-        orders.select(
-            F.col("store").alias("key"),
-            F.to_json(
-                F.struct("order_id", "store", "amount", "ts", F.lit("confirmed").alias("status"))
-            ).alias("value"),
-        )
+        pipeline.confirmed(orders)
         .writeStream.format("kafka")
         .option("kafka.bootstrap.servers", args.bootstrap)
         .option("topic", "order-confirmations")

@@ -72,12 +72,7 @@ def build_queries(spark: SparkSession, args: argparse.Namespace) -> list:
         .start()
     )
     confirmations = (
-        orders.select(
-            F.col("store").alias("key"),
-            F.to_json(
-                F.struct("order_id", "store", "amount", "ts", F.lit("confirmed").alias("status"))
-            ).alias("value"),
-        )
+        confirmed(orders)
         .writeStream.format("onceflow-kafka")
         .option("kafka.bootstrap.servers", args.bootstrap)
         .option("topic", "order-confirmations")
@@ -88,6 +83,16 @@ def build_queries(spark: SparkSession, args: argparse.Namespace) -> list:
         .start()
     )
     return [revenue, confirmations]
+
+
+def confirmed(orders):
+    """One confirmation event per order, keyed by its store."""
+    return orders.select(
+        F.col("store").alias("key"),
+        F.to_json(
+            F.struct("order_id", "store", "amount", "ts", F.lit("confirmed").alias("status"))
+        ).alias("value"),
+    )
 
 
 def main(argv: list[str] | None = None) -> None:
