@@ -152,7 +152,7 @@ def test_without_a_server_the_client_starts_python_itself(tmp_path):
     assert report(gone)["ppid"] == os.getpid()
 
 
-def test_the_server_ends_with_its_parent(tmp_path):
+def own_server(tmp_path: Path) -> subprocess.Popen:
     path = str(tmp_path / "fork.sock")
     process = subprocess.Popen(
         [sys.executable, "-m", "onceflow.spark.fork_server", path, PROBE],
@@ -161,6 +161,28 @@ def test_the_server_ends_with_its_parent(tmp_path):
         cwd=ROOT,
     )
     wait_until(lambda: os.path.exists(path), 30, what="the fork server's socket")
+    process.socket = path  # type: ignore[attr-defined]
+    return process
+
+
+def test_a_client_whose_server_dies_ends(tmp_path):
+    """Its child goes on (Spark's daemon ends with its JVM); the client, which Spark
+    watches, must not wait for it: the child holds none of the server's descriptors."""
+    server = own_server(tmp_path)
+    waiting = client(server, "wait")
+    assert waiting.stdout is not None
+    child = int(waiting.stdout.readline().split()[1])
+    server.kill()
+    server.wait(30)
+    try:
+        assert waiting.wait(30) == 1
+    finally:
+        os.kill(child, signal.SIGKILL)
+
+
+def test_the_server_ends_with_its_parent(tmp_path):
+    process = own_server(tmp_path)
+    path = process.socket  # type: ignore[attr-defined]
     assert process.stdin is not None
     process.stdin.close()  # what the driver's end does, however the driver ends
     assert process.wait(30) == 0

@@ -44,7 +44,7 @@ import sys
 import tempfile
 import time
 import traceback
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from onceflow.spark.fork_client import socket_address
@@ -116,7 +116,6 @@ class Request:
 class Client:
     connection: socket.socket
     child: int | None = None
-    received: bytearray = field(default_factory=bytearray)
 
 
 def receive_request(connection: socket.socket) -> tuple[Request, list[int]]:
@@ -233,17 +232,20 @@ class ForkServer:
         pid = os.fork()
         if pid == 0:
             try:
-                self.become_child(request, fds)
+                self.become_child(request, fds, connection)
             finally:
                 os._exit(1)  # become_child never returns; this only guards against a bug
         return pid
 
-    def become_child(self, request: Request, fds: list[int]) -> None:
+    def become_child(self, request: Request, fds: list[int], connection: socket.socket) -> None:
+        """In the child: none of the server's descriptors (a client whose server died must
+        see its connection end), the client's standard streams, then its module."""
         signal.set_wakeup_fd(-1)
         for number in (signal.SIGCHLD, signal.SIGTERM, signal.SIGHUP):
             signal.signal(number, signal.SIG_DFL)
         signal.signal(signal.SIGINT, signal.default_int_handler)
         self.selector.close()
+        connection.close()
         for client in self.clients.values():
             client.connection.close()
         for fd in (self.wakeup_read, self.wakeup_write):
@@ -366,10 +368,8 @@ def preload() -> None:
             importlib.import_module(name)
 
 
-_started: subprocess.Popen[bytes] | None = None
-
-
-_started_path = ""
+_started: subprocess.Popen[bytes] | None = None  # this process's server ...
+_started_path = ""  # ... and its socket
 
 
 def start_fork_server(python: str = sys.executable) -> str | None:
