@@ -6,7 +6,10 @@ then be the local end of some client's connection, so ports come from below that
 A port is free when it is chosen and taken a moment later, by a server that is still
 starting (a broker's process, a JVM): meanwhile another process (a parallel test) could
 choose it too. So every choice is noted in a folder shared by the machine's processes,
-under a lock, and a port chosen in the last ``RESERVED_S`` is not chosen again.
+under a lock, with the choosing process's id. A port is not chosen again while that
+process lives, nor within ``RESERVED_S`` of its choice: a node that is down and comes back
+on its old port (a cluster's node outage, a broker restart) keeps it however long ago it
+was chosen.
 """
 
 from __future__ import annotations
@@ -37,7 +40,7 @@ def free_ports(count: int, host: str = "127.0.0.1") -> list[int]:
                 break
             if port not in chosen_lately and is_free(port, host):
                 ports.append(port)
-                (_CHOSEN / str(port)).touch()
+                (_CHOSEN / str(port)).write_text(str(os.getpid()))
     if len(ports) < count:
         raise OSError(f"found only {len(ports)} of {count} free ports on {host}")
     return ports
@@ -45,8 +48,8 @@ def free_ports(count: int, host: str = "127.0.0.1") -> list[int]:
 
 @contextmanager
 def _choosing() -> Iterator[set[int]]:
-    """The machine-wide lock on choosing ports, and the ports chosen lately (older notes
-    are removed)."""
+    """The machine-wide lock on choosing ports, and the ports still reserved (the notes of
+    others are removed)."""
     _CHOSEN.mkdir(exist_ok=True)
     lock = os.open(_CHOSEN / ".lock", os.O_CREAT | os.O_RDWR, 0o666)
     try:
@@ -56,7 +59,7 @@ def _choosing() -> Iterator[set[int]]:
             if not note.name.isdigit():
                 continue
             try:
-                if now - note.stat().st_mtime < RESERVED_S:
+                if now - note.stat().st_mtime < RESERVED_S or _alive(note.read_text()):
                     lately.add(int(note.name))
                 else:
                     note.unlink()
@@ -65,6 +68,18 @@ def _choosing() -> Iterator[set[int]]:
         yield lately
     finally:
         os.close(lock)  # (releases the lock)
+
+
+def _alive(pid: str) -> bool:
+    if not pid.isdigit():
+        return False
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def free_port(host: str = "127.0.0.1") -> int:

@@ -15,17 +15,18 @@ from onceflow.testing import unique_name
 from tests.integration.console_script import onceflow
 from tests.kit.clients import admin, consume, create_topic, produce
 
-METRICS_PORT = free_port()
-
 
 @pytest.fixture(scope="module")
 def kafka_module_broker_config() -> dict[str, str]:
-    return {"metrics.port": str(METRICS_PORT)}
+    # Chosen when the broker starts: a port chosen at import (collection) is no longer
+    # reserved (onceflow.ports.RESERVED_S) when the module runs minutes later.
+    return {"metrics.port": str(free_port())}
 
 
 @pytest.fixture(scope="module")
-def metrics_broker(kafka_module_broker):
-    return kafka_module_broker, f"http://127.0.0.1:{METRICS_PORT}/metrics"
+def metrics_broker(kafka_module_broker, kafka_module_broker_config):
+    port = kafka_module_broker_config["metrics.port"]
+    return kafka_module_broker, f"http://127.0.0.1:{port}/metrics"
 
 
 def scrape(url: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:

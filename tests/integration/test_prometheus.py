@@ -21,26 +21,31 @@ from tests.kit.clients import consume, create_topic, produce
 from tests.kit.wait import wait_until
 
 DASHBOARD = Path(__file__).resolve().parents[2] / "docs" / "grafana-dashboard.json"
-METRICS_PORT = free_port()
 SCRAPE = "1s"
 
 
 @pytest.fixture(scope="module")
 def kafka_module_broker_config() -> dict[str, str]:
-    return {"metrics.port": str(METRICS_PORT)}
+    # Chosen when the broker starts, not when the module is imported: every xdist worker
+    # imports it at collection, and a port chosen then is no longer reserved
+    # (onceflow.ports.RESERVED_S) when this module runs minutes later.
+    return {"metrics.port": str(free_port())}
 
 
 @pytest.fixture(scope="module")
-def prometheus(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+def prometheus(
+    tmp_path_factory: pytest.TempPathFactory, kafka_module_broker_config: dict[str, str]
+) -> Iterator[str]:
     """Prometheus scraping the broker every second; its HTTP API's base URL."""
     binary = shutil.which("prometheus")
     if binary is None:
         pytest.fail("prometheus not found: make test installs Debian's package", pytrace=False)
     home = tmp_path_factory.mktemp("prometheus")
+    metrics_port = kafka_module_broker_config["metrics.port"]
     (home / "prometheus.yml").write_text(
         f"global:\n  scrape_interval: {SCRAPE}\n  evaluation_interval: {SCRAPE}\n"
         f"scrape_configs:\n  - job_name: onceflow\n"
-        f"    static_configs:\n      - targets: ['127.0.0.1:{METRICS_PORT}']\n"
+        f"    static_configs:\n      - targets: ['127.0.0.1:{metrics_port}']\n"
     )
     port = free_port()
     url = f"http://127.0.0.1:{port}"

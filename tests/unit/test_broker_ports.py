@@ -1,8 +1,15 @@
 """A broker started on port 0 gets a free port below the kernel's ephemeral range, and
-keeps it across restarts (``onceflow.broker.process.bind_ports``)."""
+keeps it across restarts (``onceflow.broker.process.bind_ports``); ``onceflow.ports``
+keeps a chosen port from others."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+import time
+
+from onceflow import ports
 from onceflow.broker.process import bind_ports
 from onceflow.ports import _ephemeral_range
 
@@ -38,3 +45,25 @@ def test_a_restart_keeps_the_ports_of_the_first_start():
     first, _, bound = bind_ports({"listeners": LISTENERS}, 0, {})
     again, _, still = bind_ports({"listeners": LISTENERS}, 0, bound)
     assert again == first and still == bound
+
+
+def test_a_port_stays_reserved_while_the_process_that_chose_it_lives(tmp_path, monkeypatch):
+    """A cluster node down for an outage comes back on the port chosen when the cluster
+    started, minutes before: nobody else may choose it meanwhile (a parallel test's broker
+    took such a port and then failed to bind it)."""
+    monkeypatch.setattr(ports, "_CHOSEN", tmp_path)
+    pid = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                         capture_output=True, text=True, check=True)  # fmt: skip
+    finished = pid.stdout.strip()
+    long_ago = time.time() - 2 * ports.RESERVED_S
+    for port, chooser in ((10001, str(os.getpid())), (10002, finished), (10003, "")):
+        note = tmp_path / str(port)
+        note.write_text(chooser)
+        os.utime(note, (long_ago, long_ago))
+    (tmp_path / "10004").write_text(finished)  # chosen just now by a process that ended
+    with ports._choosing() as reserved:
+        assert reserved == {10001, 10004}
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.isdigit()) == ["10001", "10004"]
+    chosen = ports.free_ports(3)
+    assert not set(chosen) & {10001, 10004}
+    assert all((tmp_path / str(p)).read_text() == str(os.getpid()) for p in chosen)
