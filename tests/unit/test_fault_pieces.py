@@ -1,5 +1,6 @@
 """Small pieces of the fault engine: the pause fault's text, which worker a pause stops,
-which process group a Spark crash point kills, and the output probe on a SQLite file."""
+which process group a Spark crash point kills, the output probe on a SQLite file, and the
+input a paced run lets in."""
 
 from __future__ import annotations
 
@@ -13,8 +14,9 @@ from onceflow.crash_points import SESSION_GROUP, _crash_group
 from onceflow.faults.commit_traps import CommitTrapControl
 from onceflow.faults.outputs import Output
 from onceflow.faults.probe import OutputProbe
+from onceflow.faults.run import FaultRun
 from onceflow.faults.schedule import NETWORK_ACTIONS, PAUSE, PROGRESS, parse_fault
-from onceflow.faults.slack import Slack
+from onceflow.faults.slack import WATCH_WINDOW, Slack
 
 
 def test_pause_is_a_fault_that_needs_a_proxy() -> None:
@@ -131,3 +133,20 @@ def test_the_slack_grows_once_while_the_pipeline_has_written_nothing() -> None:
     assert slack.idle(now=103.0, last_growth=100.0, outputs=0)
     slack.grow(batch=50, now=103.0)
     assert not slack.idle(now=120.0, last_growth=100.0, outputs=0)
+
+
+def test_the_load_under_a_fault_leaves_the_input_the_later_faults_need(tmp_path: Path) -> None:
+    """A fresh-clone run's proof: pauses at progress 31, 19 and 39 of 300 records; while
+    worker 1 was paused, worker 2 read all the 2 batches let in (162 -> 262 outputs) and
+    then everything else, so progress:39 never came (INCOMPLETE)."""
+    allowed: list[int | None] = []
+    schedule = tuple(parse_fault(f) for f in ("pause/progress:19", "pause/progress:39"))
+    run = FaultRun(lambda *_: None, schedule, tmp_path, workers=2, pace=allowed.append,  # type: ignore[arg-type]
+                   input_records=300, batch_hint=50)  # fmt: skip
+    run.outputs = 162
+    run.watched.popleft()  # the first pause is the one under way
+    run._load_under_fault(2)
+    assert allowed == [300 - (39 + WATCH_WINDOW)]
+    run.watched.popleft()  # none after it: the load is two batches
+    run._load_under_fault(2)
+    assert allowed[-1] == 162 + 2 * 50

@@ -26,7 +26,7 @@ from onceflow.faults.commit_traps import CommitTrapControl
 from onceflow.faults.progress import Progress
 from onceflow.faults.results import Landing, Limits, RunError, RunResult
 from onceflow.faults.schedule import KILL, PAUSE, PROGRESS, TIME, Fault, Schedule, trigger_queues
-from onceflow.faults.slack import Slack
+from onceflow.faults.slack import REQUEST_WINDOW, WATCH_WINDOW, Slack, input_window
 from onceflow.faults.traps import TrapControl
 from onceflow.faults.workers import Ending, Life, ProcessFactory, Worker
 from onceflow.protocol.codec import api_name
@@ -34,8 +34,6 @@ from onceflow.protocol.codec import api_name
 POLL_S = 0.005
 ARMED_POLL_S = 0.001  # watching for the next commit to kill right after it
 COMMIT_WAIT_S = 0.05  # a kill waiting for the next commit waits this long at a time
-WATCH_WINDOW = 10  # input records let in for the commit a kill timed by outputs waits for
-REQUEST_WINDOW = 20  # input records let in at a time while a request trap waits
 TRAP_GRACE_S = 1.0  # outputs this old and no such request yet: it never sends one
 START_GRACE_S = 6.0  # a (re)started worker idle this long before its first output is idle
 MAX_CRASHES = 5  # error exits in a row without output growth before the run gives up
@@ -56,6 +54,7 @@ class FaultRun:
         drained: Callable[[float, float], bool] | None = None,
         pace: Callable[[int | None], None] | None = None,
         input_done: Callable[[], bool] | None = None,
+        input_records: int | None = None,
         batch_hint: int = 50,
         limits: Limits | None = None,
         traps: TrapControl | None = None,
@@ -77,6 +76,7 @@ class FaultRun:
         self.drained = drained or (lambda _quiet_s, _usual_gap_s: True)
         self.pace = pace
         self.input_done = input_done  # all the input written (None: nothing paced)
+        self.input_records = input_records  # how many ``pace`` can let in (None: unknown)
         self.batch_hint = batch_hint
         self.limits = limits or Limits()
         self.before_life = before_life
@@ -378,23 +378,17 @@ class FaultRun:
         self.outputs_at_fault = max(self.outputs, self._count())  # progress counts from its end
 
     def _load_under_fault(self, batches: int) -> None:
-        if self.pace is not None:
-            outputs = max(self.outputs, self._count())
-            self.pace(outputs + batches * self.batch_hint + self.slack.records)
+        if self.pace is None:
+            return
+        outputs = max(self.outputs, self._count())
+        load = outputs + batches * self.batch_hint + self.slack.records
+        if self.input_records is not None:  # the faults after it keep their triggers' input
+            later = [*self.watched, *(f for queue in self.inside.values() for f in queue)]
+            kept = sum(input_window(fault, self.batch_hint) for fault in later)
+            load = min(load, max(outputs, self.input_records - kept))
+        self.pace(load)
 
     # -- pacing and the end ---------------------------------------------------------------------
-
-    def _window(self, fault: Fault) -> int:
-        """Input records to let in beyond the outputs so far while ``fault`` is due: enough
-        for its trigger and the commit after it, no more (the rest of the input must last
-        for the faults after it). Too little is corrected by the slack."""
-        if fault.trigger == PROGRESS:
-            return fault.occurrence + WATCH_WINDOW
-        if fault.trapped:  # a few records at a time: a request (a commit) for each few
-            return REQUEST_WINDOW
-        if fault.at_crash_point:
-            return (fault.occurrence + 1) * self.batch_hint
-        return 4 * self.batch_hint
 
     def _pace(self) -> None:
         if self.pace is None:
@@ -415,7 +409,8 @@ class FaultRun:
         if armed and not self._trap_control(head).seen(head):  # until it shows it does that
             self.pace(self.trap_armed_at + REQUEST_WINDOW + self.slack.records)
             return
-        self.pace(self.outputs + max(self._window(f) for f in pending) + self.slack.records)
+        window = max(input_window(fault, self.batch_hint) for fault in pending)
+        self.pace(self.outputs + window + self.slack.records)
 
     def _starved(self) -> bool:
         """Faults are pending and nothing moves for want of input (see Slack), not because a

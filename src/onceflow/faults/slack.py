@@ -9,8 +9,25 @@ from __future__ import annotations
 
 from collections import deque
 
+from onceflow.faults.schedule import PROGRESS, Fault
+
 GAPS = 5  # the last times between two output growths, the longest of which is its usual gap
 USUAL_GAP_FACTOR = 1.5
+WATCH_WINDOW = 10  # input records let in for the commit a kill timed by outputs waits for
+REQUEST_WINDOW = 20  # input records let in at a time while a request trap waits
+
+
+def input_window(fault: Fault, batch_hint: int) -> int:
+    """Input records to let in beyond the outputs so far while ``fault`` is due: enough
+    for its trigger and the commit after it, no more (the rest of the input must last
+    for the faults after it). Too little is corrected by the slack."""
+    if fault.trigger == PROGRESS:
+        return fault.occurrence + WATCH_WINDOW
+    if fault.trapped:  # a few records at a time: a request (a commit) for each few
+        return REQUEST_WINDOW
+    if fault.at_crash_point:
+        return (fault.occurrence + 1) * batch_hint
+    return 4 * batch_hint
 
 
 class Slack:

@@ -268,7 +268,7 @@ class Trials:
         run = FaultRun(
             start, schedule, directory, workers=workers, actions=actions, progress=probe,
             drained=drained, pace=feeder.allow, input_done=lambda: feeder.finished,
-            batch_hint=target.batch_size,
+            input_records=feeder.count, batch_hint=target.batch_size,
             traps=cluster.traps, commit_traps=commit_traps,
             limits=Limits(stall_s=STALLED_S if supervised else options.stall_s,
                           start_s=options.stall_s),
