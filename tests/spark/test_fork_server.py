@@ -30,15 +30,7 @@ ENV = {**os.environ, "PYTHONPATH": str(ROOT), "PYTHONHASHSEED": "0", "PYTHONUNBU
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[subprocess.Popen]:
-    path = str(tmp_path_factory.mktemp("fork") / "fork.sock")
-    process = subprocess.Popen(
-        [sys.executable, "-m", "onceflow.spark.fork_server", path, PROBE, "pyspark."],
-        stdin=subprocess.PIPE,
-        env=ENV,
-        cwd=ROOT,
-    )
-    wait_until(lambda: os.path.exists(path), 30, what="the fork server's socket")
-    process.socket = path  # type: ignore[attr-defined]
+    process = own_server(tmp_path_factory.mktemp("fork"), "pyspark.")
     yield process
     assert process.stdin is not None
     process.stdin.close()
@@ -152,10 +144,11 @@ def test_without_a_server_the_client_starts_python_itself(tmp_path):
     assert report(gone)["ppid"] == os.getpid()
 
 
-def own_server(tmp_path: Path) -> subprocess.Popen:
+def own_server(tmp_path: Path, *preloaded: str) -> subprocess.Popen:
+    """A fork server on a socket in ``tmp_path`` that preloads the probe and ``preloaded``."""
     path = str(tmp_path / "fork.sock")
     process = subprocess.Popen(
-        [sys.executable, "-m", "onceflow.spark.fork_server", path, PROBE],
+        [sys.executable, "-m", "onceflow.spark.fork_server", path, PROBE, *preloaded],
         stdin=subprocess.PIPE,
         env=ENV,
         cwd=ROOT,
