@@ -121,7 +121,7 @@ class FaultRun:
             for worker in self.workers:
                 if worker.process is not None:
                     worker.process.kill()
-        for fault in [*self.watched, *(f for queue in self.inside.values() for f in queue)]:
+        for fault in self._faults_to_come():
             self._land(fault, False, "the pipeline finished before it")
         self.result.outputs = self.outputs
         self.result.seconds = time.monotonic() - self.started
@@ -160,6 +160,9 @@ class FaultRun:
 
     def _pending(self) -> bool:
         return bool(self.watched or any(self.inside.values()))
+
+    def _faults_to_come(self) -> list[Fault]:
+        return [*self.watched, *(fault for queue in self.inside.values() for fault in queue)]
 
     # -- workers ------------------------------------------------------------------------------
 
@@ -383,8 +386,7 @@ class FaultRun:
         outputs = max(self.outputs, self._count())
         load = outputs + batches * self.batch_hint + self.slack.records
         if self.input_records is not None:  # the faults after it keep their triggers' input
-            later = [*self.watched, *(f for queue in self.inside.values() for f in queue)]
-            kept = sum(input_window(fault, self.batch_hint) for fault in later)
+            kept = sum(input_window(fault, self.batch_hint) for fault in self._faults_to_come())
             load = min(load, max(outputs, self.input_records - kept))
         self.pace(load)
 
