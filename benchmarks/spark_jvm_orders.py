@@ -24,7 +24,7 @@ from pyspark.sql import functions as F
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "examples" / "orders"))
 
-import pipeline  # noqa: E402  (the onceflow pipeline: its schema, events and run loop)
+import pipeline  # noqa: E402  (the onceflow pipeline: arguments, schema, events, run loop)
 
 from onceflow.spark.session import local_session  # noqa: E402
 
@@ -56,34 +56,23 @@ def build_queries(spark, args: argparse.Namespace) -> list:
         with sqlite3.connect(path, timeout=30) as db:
             db.executemany(ADD, [tuple(row) for row in totals])
 
-    revenue = (
-        orders.writeStream.foreachBatch(add_batch)
-        .option("checkpointLocation", f"{args.checkpoint_dir}/revenue")
-        .trigger(processingTime=args.trigger)
-        .queryName("store_revenue")
-        .start()
+    revenue = pipeline.started(
+        orders.writeStream.foreachBatch(add_batch), args, "store_revenue", "revenue"
     )
-    confirmations = (
+    confirmations = pipeline.started(
         pipeline.confirmed(orders)
         .writeStream.format("kafka")
         .option("kafka.bootstrap.servers", args.bootstrap)
-        .option("topic", "order-confirmations")
-        .option("checkpointLocation", f"{args.checkpoint_dir}/confirmations")
-        .trigger(processingTime=args.trigger)
-        .queryName("order_confirmations")
-        .start()
+        .option("topic", "order-confirmations"),
+        args,
+        "order_confirmations",
+        "confirmations",
     )
     return [revenue, confirmations]
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--bootstrap", required=True)
-    parser.add_argument("--database-url", required=True)
-    parser.add_argument("--checkpoint-dir", required=True)
-    parser.add_argument("--master", default="local[2]")
-    parser.add_argument("--trigger", default="1 second")
-    parser.add_argument("--max-offsets-per-trigger", type=int, default=5000)
+    parser = pipeline.job_arguments(__doc__.splitlines()[0])
     parser.add_argument("--jars", type=Path, default=Path(sys.prefix) / "connector-jars")
     args = parser.parse_args()
     jars = ",".join(str(jar) for jar in sorted(args.jars.glob("*.jar")))

@@ -58,31 +58,40 @@ def build_queries(spark: SparkSession, args: argparse.Namespace) -> list:
         orders = orders.coalesce(args.tasks)
     # No Spark aggregation state: every order adds its amount and a count of one to its
     # store's row, so the database alone holds the totals (and survives a lost checkpoint).
-    revenue = (
+    revenue = started(
         orders.select("store", F.col("amount").alias("revenue"), F.lit(1).alias("orders"))
         .writeStream.format("onceflow-database")
         .option("url", args.database_url)
         .option("table", "store_revenue")
         .option("mode", "accumulate")
         .option("keyColumns", "store")
-        .option("sinkId", "orders-revenue")
-        .option("checkpointLocation", f"{args.checkpoint_dir}/revenue")
-        .trigger(processingTime=args.trigger)
-        .queryName("store_revenue")
-        .start()
+        .option("sinkId", "orders-revenue"),
+        args,
+        "store_revenue",
+        "revenue",
     )
-    confirmations = (
+    confirmations = started(
         confirmed(orders)
         .writeStream.format("onceflow-kafka")
         .option("kafka.bootstrap.servers", args.bootstrap)
         .option("topic", "order-confirmations")
-        .option("sinkId", "order-confirmations")
-        .option("checkpointLocation", f"{args.checkpoint_dir}/confirmations")
-        .trigger(processingTime=args.trigger)
-        .queryName("order_confirmations")
-        .start()
+        .option("sinkId", "order-confirmations"),
+        args,
+        "order_confirmations",
+        "confirmations",
     )
     return [revenue, confirmations]
+
+
+def started(writer, args: argparse.Namespace, name: str, checkpoint: str):
+    """Start query ``name`` with the job's trigger and its checkpoint in folder
+    ``checkpoint`` of the job's checkpoint directory."""
+    return (
+        writer.option("checkpointLocation", f"{args.checkpoint_dir}/{checkpoint}")
+        .trigger(processingTime=args.trigger)
+        .queryName(name)
+        .start()
+    )
 
 
 def confirmed(orders):
@@ -95,14 +104,20 @@ def confirmed(orders):
     )
 
 
-def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def job_arguments(description: str) -> argparse.ArgumentParser:
+    """The job's command line: where its input, outputs and checkpoints are, and its pace."""
+    parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--bootstrap", required=True)
     parser.add_argument("--database-url", required=True)
     parser.add_argument("--checkpoint-dir", required=True)
     parser.add_argument("--master", default="local[2]")
     parser.add_argument("--trigger", default="1 second")
     parser.add_argument("--max-offsets-per-trigger", type=int, default=5000)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = job_arguments(__doc__.splitlines()[0])
     parser.add_argument(
         "--tasks", type=int, default=0, help="Tasks per micro-batch (default: one per partition)."
     )
