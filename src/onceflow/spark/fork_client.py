@@ -76,7 +76,10 @@ def connect(argv: list[str]) -> socket.socket | None:
 
 
 def relay_until_exit(connection: socket.socket) -> int:
-    """Relay signals to the child until it ends; its exit status."""
+    """Relay signals to the child until it ends; its exit status. The relayed signals are
+    blocked until the handlers are in place: the child may already have told the caller it
+    runs (on the standard output it shares), and a signal held back is delivered, and
+    relayed, when they are unblocked."""
 
     def relay(number: int, _frame: object) -> None:
         try:
@@ -86,14 +89,17 @@ def relay_until_exit(connection: socket.socket) -> int:
 
     for number in RELAYED:
         signal.signal(number, relay)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, RELAYED)
     status = receive_exactly(connection, STATUS.size)
     return 1 if status is None else STATUS.unpack(status)[0]
 
 
 def main() -> None:
     argv = sys.argv[1:]
+    signal.pthread_sigmask(signal.SIG_BLOCK, RELAYED)
     connection = connect(argv)
     if connection is None:
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, RELAYED)  # the mask outlives exec
         os.execv(sys.executable, [sys.executable, *argv])
     status = relay_until_exit(connection)
     if status < 0:  # killed by a signal: so is this process
