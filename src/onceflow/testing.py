@@ -28,7 +28,9 @@ Apache Kafka itself (the release ``onceflow.kafka_cluster`` pins, from Maven's j
   Every test using it runs on one pytest-xdist worker: the plugin puts it in the
   xdist group ``"apache-kafka"`` (``make test`` runs ``--dist loadgroup``), so the
   session starts three JVMs once, not once per worker, and a test may kill nodes without
-  disturbing a test on another worker. A test that kills or stops nodes brings them back
+  disturbing a test on another worker. After the group's last test the worker stops the
+  cluster (an idle one keeps about 7% of a core busy) and starts it again, on its data, if
+  one of its later tests uses it. A test that kills or stops nodes brings them back
   (``cluster.heal()``) before it ends; ``apache_kafka_topic_factory`` heals too. A module
   marked ``pytest.mark.apache_kafka_group("NAME")`` goes into group ``"apache-kafka-NAME"``
   instead: it gets a worker and a cluster of its own, so that long cluster tests of
@@ -286,10 +288,58 @@ def running_apache_kafka_cluster(directory: Path) -> Iterator[KafkaCluster]:
         cluster.stop(graceful=False)
 
 
+_SESSION_CLUSTER = pytest.StashKey["KafkaCluster"]()
+
+
 @pytest.fixture(scope="session")
-def apache_kafka_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaCluster]:
+def apache_kafka_cluster(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[KafkaCluster]:
     with running_apache_kafka_cluster(tmp_path_factory.mktemp("apache-kafka")) as cluster:
-        yield cluster
+        request.config.stash[_SESSION_CLUSTER] = cluster
+        try:
+            yield cluster
+        finally:
+            del request.config.stash[_SESSION_CLUSTER]
+
+
+def _cluster_group(item: pytest.Item) -> str | None:
+    """The Apache Kafka xdist group the item is in (its node id's suffix), if any."""
+    group = item.nodeid.rpartition("@")[2] if "@" in item.nodeid else ""
+    if group == APACHE_KAFKA_GROUP or group.startswith(f"{APACHE_KAFKA_GROUP}-"):
+        return group
+    return None
+
+
+_STOPPED_AFTER_GROUP = pytest.StashKey[bool]()
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> None:
+    """Under ``--dist loadgroup`` a worker gets an Apache Kafka group's tests in one go;
+    after the last of them the session's cluster stops (an idle cluster keeps about 7% of
+    a core busy), keeping its data. A later test of this worker that uses it starts it
+    again (``pytest_runtest_setup``)."""
+    cluster = item.config.stash.get(_SESSION_CLUSTER, None)
+    if cluster is None or nextitem is None or not getattr(item.config.option, "loadgroup", False):
+        return
+    group = _cluster_group(item)
+    if group is not None and _cluster_group(nextitem) != group:
+        for node_id in cluster.running_nodes():
+            cluster.kill(node_id)
+        item.config.stash[_STOPPED_AFTER_GROUP] = True
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    cluster = item.config.stash.get(_SESSION_CLUSTER, None)
+    if cluster is None or not item.config.stash.get(_STOPPED_AFTER_GROUP, False):
+        return
+    if _cluster_group(item) is not None or "apache_kafka_cluster" in getattr(
+        item, "fixturenames", ()
+    ):
+        item.config.stash[_STOPPED_AFTER_GROUP] = False
+        cluster.heal()
 
 
 @pytest.fixture
