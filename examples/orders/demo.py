@@ -289,7 +289,7 @@ def main(argv: list[str] | None = None) -> int:
         type=int,
         default=None,
         help="Orders per micro-batch at most (maxOffsetsPerTrigger; default: twice --rate, "
-        f"and at most --orders / {BATCHES}).",
+        f"and at most --orders / {BATCHES}, then ten times --rate once the job is restarted).",
     )
     parser.add_argument("--timeout", type=float, default=240)
     args = parser.parse_args(argv)
