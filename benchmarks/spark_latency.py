@@ -8,7 +8,8 @@ Per connector, from a clean state: an embedded broker with the demo's topics
 (examples/orders/topics.yaml), the job (examples/orders/pipeline.py: onceflow's source,
 ``onceflow-database`` and ``onceflow-kafka``; or benchmarks/spark_jvm_orders.py: Spark's
 Kafka source, a ``foreachBatch`` into SQLite and Spark's Kafka sink, at least once), both
-with the demo's options (a trigger every second, ``maxOffsetsPerTrigger`` twice the rate),
+with the demo's options (a trigger every second, ``maxOffsetsPerTrigger`` twice the rate,
+ten times the rate once restarted),
 and the demo's generator writing ``--rate`` orders/s for ``--seconds`` + ``--after-kill``
 seconds. Printed per connector and query:
 
@@ -98,7 +99,7 @@ def run_connector(connector: str, args: argparse.Namespace, work: Path) -> Run:
     total = int(args.rate * (args.seconds + args.after_kill))
     job_args = argparse.Namespace(
         database_url=f"sqlite:///{state / 'onceflow.db'}", state=state, master="local[2]",
-        batch_size=int(2 * args.rate), orders=total, rate=args.rate,
+        batch_size=None, orders=total, rate=args.rate,
     )  # fmt: skip
     broker = BrokerProcess(state / "broker", log_path=state / "broker.log").start()
     pipeline = Pipeline(job_args, broker.bootstrap, state / "pipeline.log")
