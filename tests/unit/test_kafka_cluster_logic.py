@@ -63,3 +63,10 @@ def test_replication_settings_follow_the_node_count():
     assert three["transaction.state.log.min.isr"] == "2"
     assert one["offsets.topic.replication.factor"] == "1"
     assert one["min.insync.replicas"] == "1"
+
+
+def test_only_a_node_with_peers_is_fenced_after_seconds():
+    """A single node fenced by its own controller (a starved JVM missing heartbeats for
+    6 s) left its partitions leaderless: the differential tests' Kafka, 2026-12-06."""
+    assert default_properties(3)["broker.session.timeout.ms"] == "6000"
+    assert default_properties(1)["broker.session.timeout.ms"] == "60000"
