@@ -17,8 +17,8 @@ On top of that, this test kills Kafka nodes while the queries run:
   ``latestOffset`` used to fail at once (``_NOENT``, "No leaders found").
 
 The module has a worker and a cluster of its own (group ``apache-kafka-demo``): its two
-runs take about 3 minutes, which beside the other cluster tests, not after them, is not the
-suite's longest path; the cluster stops when the module ends.
+runs take 4-5 minutes in make test (about 3 alone), which beside the other cluster tests,
+not after them, is not the suite's longest path; the cluster stops when the module ends.
 
 Each run's output is kept in the test's temporary directory (``demo.out``, and the demo's
 state with the Spark job's log).
@@ -49,9 +49,10 @@ INPUT, OUTPUT = "orders", "order-confirmations"
 # (orders, rate). The demo's own batch caps: twice the rate in the first run, ten times once
 # restarted. Two faults one after the other, each waiting for a node's restart: the input
 # has to outlast both even on a loaded machine, so the generator writes for 130 s (on a
-# quiet one both are done 40 s into it). Since the restarted job takes its backlog in batches of
-# 700, the demo ends a few seconds after its input; with the first run's cap of 140 for both
-# runs it read about as fast as the orders came and took 3.5-5 minutes in make test.
+# quiet one both are done 40 s into it). Since the restarted job takes its backlog in
+# batches of 700, the demo ends a few seconds after its input; with the first run's cap of
+# 140 for both runs it read about as fast as the orders came and took 3.5-5 minutes in
+# make test.
 # One outage of 10 s right after the first batch: small batches (2-3 s each) make the
 # driver ask for offsets while the node's partitions have no leader. With batches of 1,000
 # the outage fell inside one batch whose tasks waited for the partitions, the driver never
