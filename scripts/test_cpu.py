@@ -12,8 +12,9 @@ SIGTERM or SIGINT; then it writes one line per second and worker: ``SECOND WORKE
 A worker is known by its command line; its name (``gw0``...) by ``PYTEST_XDIST_WORKER`` in
 the environment of any process it started. ``report`` joins that with the timeline
 ``tests/conftest.py`` writes: each second's CPU goes to the test its worker was running
-then. A process that outlives its parent (reparented to init) counts as ``(none)``. It
-samples the whole machine: run one pytest session at a time (two sessions' ``gw0`` add up).
+then. A process that outlives its parent (reparented to init) counts as ``none``
+(``(none, no test)`` in the report). It samples the whole machine: run one pytest session
+at a time (two sessions' ``gw0`` add up).
 """
 
 from __future__ import annotations
@@ -61,7 +62,7 @@ class Sampler:
             before = self.ticks.get(key, ticks if self.first else 0)
             self.ticks[key] = ticks
             if ticks > before:
-                worker = self._worker_of(key[0], parents, keys) or "(none)"
+                worker = self._worker_of(key[0], parents, keys) or "none"
                 self.seconds[(now, worker)] += (ticks - before) / TICKS
         self.first = False
 
