@@ -13,6 +13,7 @@ import hmac
 import logging
 import secrets
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from onceflow.broker.security.credential_store import ScramCredentialStore
@@ -76,10 +77,11 @@ class ScramExchange:
 @dataclass
 class FailureThrottle:
     base_delay: float
+    monotonic: Callable[[], float] = time.monotonic
     _failures: dict[str, tuple[int, float]] = field(default_factory=dict)
 
     def delay_after_failure(self, host: str) -> float:
-        now = time.monotonic()
+        now = self.monotonic()
         count, last = self._failures.get(host, (0, 0.0))
         count = count + 1 if now - last < FAILURE_MEMORY_SECONDS else 1
         self._failures[host] = (count, now)
