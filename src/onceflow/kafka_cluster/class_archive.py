@@ -15,6 +15,7 @@ import contextlib
 import hashlib
 from pathlib import Path
 
+from onceflow.cds_archive import used
 from onceflow.kafka_cluster import jars
 
 
@@ -31,5 +32,5 @@ def existing_archive(java: str) -> Path | None:
     with contextlib.suppress(OSError):
         path = archive_path(java)
         if path.is_file():
-            return path
+            return used(path)
     return None

@@ -25,6 +25,8 @@ import hashlib
 import os
 from pathlib import Path
 
+from onceflow.cds_archive import used
+
 ARCHIVE_OPTION = "-XX:SharedArchiveFile="
 RECORD_OPTION = "-XX:ArchiveClassesAtExit="
 QUIET = "-Xlog:cds*=off"  # the classes CDS cannot keep (signed jars, ...), one line each
@@ -68,7 +70,7 @@ def existing_archive(java: Path | None) -> Path | None:
     with contextlib.suppress(OSError):
         path = archive_path(java)
         if path.is_file():
-            return path
+            return used(path)
     return None
 
 
