@@ -41,6 +41,8 @@ def main() -> None:
 
     crash_whole_process_group()
     spark = local_session("onceflow-sink-job")
+    scratch = spark.conf.get("spark.local.dir")
+    print(f"scratch {scratch}", flush=True)
     orders = orders_stream(
         spark,
         args.bootstrap,
@@ -80,6 +82,8 @@ def main() -> None:
     for query in queries:
         query.awaitTermination()
         print(f"done batches={query.lastProgress['batchId'] if query.lastProgress else None}")
+    temporary = spark.sparkContext._jvm.System.getProperty("java.io.tmpdir")
+    print(f"scratch holds {sorted(os.listdir(scratch))} java.io.tmpdir={temporary}", flush=True)
     spark.stop()
 
 

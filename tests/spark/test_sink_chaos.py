@@ -51,10 +51,23 @@ def run_job(tmp_path: Path, crash_at: str | None, *args: str) -> subprocess.Comp
 
 
 def crash_and_restart(tmp_path: Path, crashes: list[str], *args: str) -> None:
-    """One run per crash point (each must SIGKILL the driver), then one to finish."""
-    for crash_at in crashes:
-        run_job(tmp_path, crash_at, *args)
-    run_job(tmp_path, None, *args)
+    """One run per crash point (each must SIGKILL the driver), then one to finish. The
+    killed drivers' temporary files were in folders of their own (``onceflow.spark.scratch``),
+    removed by the time the last run's session started."""
+    killed = [scratch_of(run_job(tmp_path, crash_at, *args)) for crash_at in crashes]
+    finished = run_job(tmp_path, None, *args)
+    scratch = scratch_of(finished)
+    assert f"java.io.tmpdir={scratch}" in finished.stdout
+    assert "'blockmgr-" in finished.stdout, finished.stdout[-2000:]  # Spark's own folder in it
+    left = [folder for folder in killed if folder.exists()]
+    assert not left, f"a killed driver's temporary files were not removed: {left}"
+
+
+def scratch_of(result: subprocess.CompletedProcess) -> Path:
+    """The driver's scratch folder, from the job's ``scratch PATH`` line."""
+    lines = [line for line in result.stdout.splitlines() if line.startswith("scratch /")]
+    assert lines, result.stdout[-2000:]
+    return Path(lines[0].split()[1])
 
 
 # CI runs every crash point once, on one database per strategy; `make stress` runs the

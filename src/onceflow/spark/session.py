@@ -28,6 +28,7 @@ from onceflow.spark.class_archive import (
 )
 from onceflow.spark.fork_client import SERVER_VARIABLE
 from onceflow.spark.fork_server import start_fork_server
+from onceflow.spark.scratch import scratch_dir
 from onceflow.spark.worker_python import worker_python
 
 
@@ -72,6 +73,10 @@ def local_session(
     ``fork_server``: on a local master, Spark's Python processes are forked from a server
     that imported pyspark, pyarrow and onceflow while the JVM started (``fork_server.py``),
     instead of each starting an interpreter and importing them.
+    On a local master the driver's temporary files go to a folder of this process's own,
+    removed by a later session once this process has ended, even by SIGKILL
+    (``scratch.py``; a ``spark.local.dir`` or ``-Djava.io.tmpdir`` given in ``config``
+    wins).
     """
     found = java_home()
     if found is not None:
@@ -94,6 +99,11 @@ def local_session(
         if server is not None:
             settings[f"spark.executorEnv.{SERVER_VARIABLE}"] = server
     settings.update(config or {})
+    scratch = scratch_dir() if master.startswith("local") else None
+    if scratch is not None:
+        settings.setdefault("spark.local.dir", str(scratch))
+        if "-Djava.io.tmpdir=" not in settings.get("spark.driver.extraJavaOptions", ""):
+            with_java_option(settings, f"-Djava.io.tmpdir={scratch}")
     archive = existing_archive(java_binary(found)) if class_archive else None
     if archive is not None and usable(settings):
         with_java_option(settings, f"{ARCHIVE_OPTION}{archive} {QUIET}")
