@@ -4,6 +4,7 @@ happened during a run."""
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import signal
@@ -106,12 +107,19 @@ class Pipeline:
             self.process.wait()
 
     def stop(self) -> None:
+        """SIGTERM to the driver alone: it stops its queries, then the session. (Sent to the
+        whole group, it also ended the data source's Python planner under a running query,
+        whose JVM side then logged the query as terminated with an EOFException.)"""
         if self.process is not None and self.process.poll() is None:
-            os.killpg(self.process.pid, signal.SIGTERM)
+            self.process.send_signal(signal.SIGTERM)
             try:
                 self.process.wait(60)
             except subprocess.TimeoutExpired:
-                self.kill()
+                pass
+        if self.process is not None:
+            with contextlib.suppress(ProcessLookupError):  # whatever of the job is left
+                os.killpg(self.process.pid, signal.SIGKILL)
+            self.process.wait()
 
     @property
     def failed(self) -> bool:

@@ -151,6 +151,14 @@ def assert_exactly_once(code: int, output: str) -> None:
     assert re.search(r"Spark job SIGKILLed mid-batch\s*│\s*yes", output), output[-4000:]
 
 
+def assert_job_stopped_cleanly(tmp_path: Path) -> None:
+    """The demo stops its Spark job at the end with SIGTERM to the driver, which stops its
+    queries: no query ends with an error (sent to the job's whole process group, it ended
+    the data source's Python planner first, and the JVM logged an EOFException)."""
+    log = (tmp_path / "demo" / "pipeline.log").read_text(errors="replace")
+    assert "terminated with error" not in log, log[-3000:]
+
+
 def topic_settings(bootstrap: str, topic: str) -> tuple[int, str]:
     """(replication factor, min.insync.replicas) of ``topic``."""
     admin = AdminClient({"bootstrap.servers": bootstrap})
@@ -194,6 +202,7 @@ def test_demo_in_production_environment_survives_input_and_output_leader_kills(c
         code, output = demo.finish()
     assert "topics reset examples/orders/topics.yaml (environment: production)" in output
     assert_exactly_once(code, output)
+    assert_job_stopped_cleanly(tmp_path)
     for topic in (INPUT, OUTPUT):
         assert topic_settings(cluster.bootstrap, topic) == (3, "2")
 
@@ -211,6 +220,7 @@ def test_demo_with_replication_factor_one_survives_a_10_second_node_outage(clust
         code, output = demo.finish()
     assert "topics reset examples/orders/topics.yaml (environment: none)" in output
     assert_exactly_once(code, output)
+    assert_job_stopped_cleanly(tmp_path)
     for topic in (INPUT, OUTPUT):
         assert topic_settings(cluster.bootstrap, topic)[0] == 1
 
