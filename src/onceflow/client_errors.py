@@ -31,6 +31,32 @@ LEADER_MOVING = frozenset(
 )
 
 
+# A group's or a transactional id's coordinator is moving (its node died or came back), or
+# the new one is still loading its state: asking again later gets the next one's answer.
+COORDINATOR_MOVING = frozenset(
+    {
+        KafkaError.NOT_COORDINATOR,
+        KafkaError.COORDINATOR_NOT_AVAILABLE,
+        KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
+    }
+)
+
+
+def worth_retrying(error: BaseException) -> bool:
+    """``error`` is a KafkaException that asking again can cure: one the client marks
+    retriable, or a moving leader or coordinator, or a timeout. (The AdminClient's
+    per-group and per-topic results never mark themselves retriable: a group's
+    NOT_COORDINATOR from ``delete_consumer_groups`` comes with ``retriable()`` False.)"""
+    if not isinstance(error, KafkaException) or not error.args:
+        return False
+    if getattr(error.args[0], "retriable", lambda: False)():
+        return True
+    return error_code(error) in LEADER_MOVING | COORDINATOR_MOVING | {
+        KafkaError.REQUEST_TIMED_OUT,
+        KafkaError._TIMED_OUT,
+    }
+
+
 def error_code(error: BaseException) -> int | None:
     """The ``KafkaError`` code of a ``KafkaException`` (None if it carries none)."""
     if isinstance(error, KafkaException) and error.args:

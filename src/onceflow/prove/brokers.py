@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from onceflow.broker.process import BrokerProcess
+from onceflow.client_errors import worth_retrying
 from onceflow.faults.actions import FaultActions
 from onceflow.faults.failover import healthy
 from onceflow.faults.probe import groups_committed_on
@@ -166,7 +167,7 @@ def reset(cluster: TrialCluster, topics: list[str]) -> None:
             break
         except KafkaException as error:
             # a coordinator still moving after the last trial's node fault: ask again
-            if error.args[0].retriable() and time.monotonic() < deadline:
+            if worth_retrying(error) and time.monotonic() < deadline:
                 time.sleep(1.0)
                 continue
             raise ProveFailure(f"cannot reset the pipeline's topics and groups on "
@@ -199,7 +200,7 @@ def _delete_group(admin: Any, group: str) -> None:
             occupied = code == KafkaError.NON_EMPTY_GROUP
             if occupied and time.monotonic() > deadline:
                 return
-            if not (occupied or error.args[0].retriable()) or time.monotonic() > deadline:
+            if not (occupied or worth_retrying(error)) or time.monotonic() > deadline:
                 raise  # e.g. a coordinator still loading for longer than the deadline
         time.sleep(1.0)
 
