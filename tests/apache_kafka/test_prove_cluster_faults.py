@@ -116,8 +116,12 @@ def test_the_fault_finds_the_pipeline_only_it_breaks(apache_kafka_cluster, fault
     broken, _, _, _, anomaly = CASES[fault]
     found = proof(fault, broken, tmp_path, cluster=apache_kafka_cluster, faults=(fault,),
                   kills=",".join([f"{fault}/progress:60"] * BROKEN_FAULTS[fault]))  # fmt: skip
-    done = [landing.note for trial in found.trials for landing in trial.run.landings]
-    assert not found.held, f"{found.verdict()}: {done}"
+    run = found.trials[0].run
+    done = [landing.note for landing in run.landings]
+    assert not found.held, (
+        f"{found.verdict()}: {done}; the copier restarted {run.restarts} times, "
+        f"{run.stalls} after a stall; its log: {found.trials[0].directory / 'pipeline.log'}"
+    )
     assert found.failure is not None and found.failure.trial.report.counts[anomaly] > 0
 
 

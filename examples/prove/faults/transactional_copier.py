@@ -24,6 +24,7 @@ the proof held (1 of 7 runs of the group-coordinator case).
 
 import argparse
 import os
+import sys
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
@@ -51,7 +52,17 @@ def transactional_producer() -> Producer:
 
 
 producer = transactional_producer()
-consumer.subscribe([os.environ["ONCEFLOW_INPUT_TOPIC"]])
+
+
+def said(what: str) -> None:
+    print(what, file=sys.stderr, flush=True)
+
+
+consumer.subscribe(
+    [os.environ["ONCEFLOW_INPUT_TOPIC"]],
+    on_assign=lambda _, partitions: said(f"assigned {[p.partition for p in partitions]}"),
+    on_revoke=lambda _, partitions: said(f"revoked {[p.partition for p in partitions]}"),
+)
 
 
 def rewind() -> None:
@@ -85,13 +96,19 @@ while True:
         producer.produce(args.output, message.value(), message.key())
     positions = consumer.position(consumer.assignment())
     group = consumer.consumer_group_metadata()
+    step = "sending the offsets"
     try:
         again_while_retriable(producer.send_offsets_to_transaction, positions, group, 5)
+        step = "the commit"
         again_while_retriable(producer.commit_transaction, 5)
-    except KafkaException:
+    except KafkaException as error:
+        first = messages[0]
+        said(f"{step} failed ({error.args[0]}): aborting the transaction of {len(messages)} "
+             f"records from partition {first.partition()} offset {first.offset()}")
         try:
             producer.abort_transaction()
         except KafkaException as failed:
+            said(f"abort failed ({failed.args[0]}): a new producer")
             if not failed.args[0].fatal() and failed.args[0].code() != KafkaError._CONFLICT:
                 raise
             # the failed commit still in flight when the abort came: librdkafka refuses the
