@@ -82,4 +82,3 @@ def _modified(path: Path) -> float:
         return path.stat().st_mtime
     except OSError:
         return 0.0
-
