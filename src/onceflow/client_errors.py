@@ -42,19 +42,24 @@ COORDINATOR_MOVING = frozenset(
 )
 
 
+# What asking again later can cure: a moving leader or coordinator, or a request that timed
+# out while one moved.
+MOVING_OR_TIMED_OUT = LEADER_MOVING | COORDINATOR_MOVING | {
+    KafkaError.REQUEST_TIMED_OUT,
+    KafkaError._TIMED_OUT,
+}
+
+
 def worth_retrying(error: BaseException) -> bool:
     """``error`` is a KafkaException that asking again can cure: one the client marks
-    retriable, or a moving leader or coordinator, or a timeout. (The AdminClient's
-    per-group and per-topic results never mark themselves retriable: a group's
-    NOT_COORDINATOR from ``delete_consumer_groups`` comes with ``retriable()`` False.)"""
+    retriable, or one of ``MOVING_OR_TIMED_OUT``. (The AdminClient's per-group and
+    per-topic results never mark themselves retriable: a group's NOT_COORDINATOR from
+    ``delete_consumer_groups`` comes with ``retriable()`` False.)"""
     if not isinstance(error, KafkaException) or not error.args:
         return False
     if getattr(error.args[0], "retriable", lambda: False)():
         return True
-    return error_code(error) in LEADER_MOVING | COORDINATOR_MOVING | {
-        KafkaError.REQUEST_TIMED_OUT,
-        KafkaError._TIMED_OUT,
-    }
+    return error_code(error) in MOVING_OR_TIMED_OUT
 
 
 def error_code(error: BaseException) -> int | None:

@@ -31,20 +31,13 @@ from typing import Any, TypeVar
 
 from confluent_kafka import KafkaError, KafkaException
 
-from onceflow.client_errors import LEADER_MOVING, error_code
+from onceflow.client_errors import MOVING_OR_TIMED_OUT, error_code
 
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
-LEADER_CHANGE_ERRORS = LEADER_MOVING | {
-    KafkaError.REQUEST_TIMED_OUT,
-    KafkaError.NOT_COORDINATOR,
-    KafkaError.COORDINATOR_NOT_AVAILABLE,
-    KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
-    KafkaError._TIMED_OUT,
-    KafkaError._ALL_BROKERS_DOWN,
-}
+LEADER_CHANGE_ERRORS = MOVING_OR_TIMED_OUT | {KafkaError._ALL_BROKERS_DOWN}
 # librdkafka's words for "this partition has no leader now" in one-shot requests: pass
 # them as ``also`` where they cannot mean anything else (see the module's doc).
 NO_LEADER_ERRORS = frozenset({KafkaError._NOENT, KafkaError._UNKNOWN_PARTITION})
