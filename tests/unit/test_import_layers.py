@@ -34,6 +34,7 @@ LAYERS: list[tuple[str, ...]] = [
         "configuration_error",
         "sql_dialect",
         "ports",
+        "proc_stat",
     ),
     # The broker, bottom up: the wire protocol, configuration, storage, coordinators,
     # the server (with broker/process.py, which starts one as a child process).

@@ -15,6 +15,8 @@ import os
 import time
 from pathlib import Path
 
+from onceflow.proc_stat import FLAGS, STATE, stat_fields
+
 LOCK_FILE = ".lock"
 
 
@@ -75,14 +77,13 @@ def _may_be_exiting(holder: str) -> bool:
         return True  # the holder has not written its pid yet
     pid = int(holder)
     try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
+        fields = stat_fields(pid)
         status = Path(f"/proc/{pid}/status").read_text()
     except FileNotFoundError:
         return True  # gone: its descriptors are being closed
     except OSError:
         return True  # no /proc: wait as before
-    fields = stat[stat.rindex(")") + 2 :].split()
-    state, flags = fields[0], int(fields[6])
+    state, flags = fields[STATE], int(fields[FLAGS])
     if state in ("Z", "X") or flags & PF_EXITING:
         return True
     pending = 0

@@ -20,6 +20,8 @@ import shutil
 import tempfile
 from pathlib import Path
 
+from onceflow.proc_stat import START_TIME, stat_fields
+
 
 def root() -> Path:
     return Path(tempfile.gettempdir()) / f"onceflow-spark-{os.getuid()}"
@@ -57,8 +59,6 @@ def owner_name(pid: int) -> str | None:
     """``<pid>-<start time in clock ticks>``, naming one process for as long as the machine
     runs; None if ``pid`` is not running (or there is no ``/proc``)."""
     try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
+        return f"{pid}-{stat_fields(pid)[START_TIME]}"
     except OSError:
         return None
-    fields = stat[stat.rfind(")") + 2 :].split()
-    return f"{pid}-{fields[19]}"  # field 22 of proc(5): starttime
