@@ -2,7 +2,8 @@
 minus one line: when a commit fails it aborts and goes on with the next batch.
 
     onceflow prove command --input orders --output topic:orders-copy --kafka-cluster \\
-        --faults txn-coordinator --quick -- python transactional_copier.py [--rewind]
+        --faults txn-coordinator --quick -- python transactional_copier.py [--rewind] \\
+        [--work-ms 5] [--group transactional-copier]
 
 Broken: after abort_transaction() the consumer's position is still past the aborted batch,
 so the batch is never copied. Killing the copier cannot show this (a restarted copier
@@ -25,19 +26,22 @@ the proof held (1 of 7 runs of the group-coordinator case).
 import argparse
 import os
 import sys
+import time
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
 parser = argparse.ArgumentParser()
 parser.add_argument("--output", default="orders-copy")
 parser.add_argument("--rewind", action="store_true")
+parser.add_argument("--work-ms", type=float, default=5.0, help="work per record (a lookup)")
+parser.add_argument("--group", default="transactional-copier")
 args = parser.parse_args()
 
 bootstrap = os.environ["ONCEFLOW_BOOTSTRAP"]
 consumer = Consumer(
     {
         "bootstrap.servers": bootstrap,
-        "group.id": "transactional-copier",
+        "group.id": args.group,
         "enable.auto.commit": False,
         "isolation.level": "read_committed",
         "auto.offset.reset": "earliest",
@@ -55,7 +59,9 @@ producer = transactional_producer()
 
 
 def said(what: str) -> None:
-    print(what, file=sys.stderr, flush=True)
+    now = time.time()
+    print(f"{time.strftime('%H:%M:%S', time.localtime(now))}.{int(now * 1000) % 1000:03d} {what}",
+          file=sys.stderr, flush=True)  # fmt: skip
 
 
 consumer.subscribe(
@@ -93,6 +99,7 @@ while True:
         continue
     producer.begin_transaction()
     for message in messages:
+        time.sleep(args.work_ms / 1000)  # the record's enrichment
         producer.produce(args.output, message.value(), message.key())
     positions = consumer.position(consumer.assignment())
     group = consumer.consumer_group_metadata()
@@ -103,8 +110,10 @@ while True:
         again_while_retriable(producer.commit_transaction, 5)
     except KafkaException as error:
         first = messages[0]
-        said(f"{step} failed ({error.args[0]}): aborting the transaction of {len(messages)} "
-             f"records from partition {first.partition()} offset {first.offset()}")
+        said(
+            f"{step} failed ({error.args[0]}): aborting the transaction of {len(messages)} "
+            f"records from partition {first.partition()} offset {first.offset()}"
+        )
         try:
             producer.abort_transaction()
         except KafkaException as failed:

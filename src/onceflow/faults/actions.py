@@ -41,6 +41,9 @@ if TYPE_CHECKING:
     from onceflow.kafka_cluster import KafkaCluster
 
 LAG_S = 1.5  # how long a leader's followers are stalled before the leader dies
+# ... or longer, until the leader has written what they lack: far below the 6 s after which
+# the controller fences a silent node (and takes it out of every ISR)
+LAG_MAX_S = 4.0
 REPLICATED_S = 0.3  # what was just written is replicated this soon (loopback)
 HOLD_S = 3.0  # how long a network cut, a delay, a full disk or a database lock lasts
 DELAY_S = 0.5  # how long each chunk of data waits while the network is slow
@@ -58,11 +61,15 @@ class ActionUnavailable(RuntimeError):
 
 @dataclass(frozen=True, slots=True)
 class Victim:
-    """The node a node fault kills, what it serves, and (a leader) its followers."""
+    """The node a node fault kills, what it serves, (a leader) its followers and partition,
+    and (a coordinator) how to wait for the moment to kill it: ``moment()`` returns once
+    the pipeline is in the middle of what the node serves (or gives up), saying which."""
 
     node: int
     what: str
     followers: tuple[int, ...] = ()
+    partition: tuple[str, int] | None = None  # (topic, partition) it leads
+    moment: Callable[[], str] | None = None
 
 
 @dataclass
@@ -89,6 +96,8 @@ class FaultActions:
         action = fault.action
         if action == COORDINATOR_CUT:  # loads once its worker is a zombie
             return self._coordinator_cut(fault, release, load)
+        if action in NODE_ACTIONS:  # loads once it knows its victim
+            return self._node_down(action, release, load)
         load(UNDER_FAULT)
         if action == BROKER:
             return self._broker_restart(fault, release)
@@ -100,8 +109,6 @@ class FaultActions:
             return self._network(fault, release)
         if action == DB_LOCK:
             return self._database_lock(release)
-        if action in NODE_ACTIONS:
-            return self._node_down(action, release)
         if action in self.extra:
             return self.extra[action](release)
         raise ActionUnavailable(f"no action {action!r}")
@@ -240,15 +247,22 @@ class FaultActions:
 
     # -- Apache Kafka nodes --------------------------------------------------------------------
 
-    def _node_down(self, action: str, release: Callable[[], None]) -> str:
-        """SIGKILL the victim's node (a leader once its followers stalled for lag_s: what it
-        acknowledged alone then is not on them) and start it again after node_down_s."""
+    def _node_down(
+        self, action: str, release: Callable[[], None], load: Callable[[int], None]
+    ) -> str:
+        """SIGKILL the victim's node and start it again after node_down_s: a leader once its
+        followers stalled until it acknowledged records alone (they are not on them), a
+        coordinator at its moment. The input it works on comes in once the victim is known,
+        not before: a pipeline done with it by the kill needs nothing of the dead node
+        (input let in afterwards is not readable while the dead node is in its ISR)."""
         cluster = self.cluster
         if cluster is None or self.victim is None:
             raise ActionUnavailable(
                 f"{action} faults need an Apache Kafka cluster this run controls"
             )
         victim = self.victim(action)
+        load(UNDER_FAULT)
+        what = victim.what
         lagging = ""
         if victim.followers and self.lag_s:
             release()
@@ -256,16 +270,42 @@ class FaultActions:
             for node in victim.followers:
                 cluster.pause(node)
             try:
-                time.sleep(self.lag_s)
+                stalled, written = self._lead_alone(cluster, victim)
                 cluster.kill(victim.node)
             finally:
                 for node in victim.followers:
                     cluster.resume(node)
-            lagging = f" after its followers stalled for {self.lag_s:.1f} s"
+            wrote = (f"it wrote {written:,} bytes they lack" if written
+                     else "it wrote nothing they lack")  # fmt: skip
+            lagging = f" after its followers stalled for {stalled:.1f} s ({wrote})"
         else:
-            cluster.kill(victim.node)
             release()
+            if victim.moment is not None:
+                what = f"{what}, {victim.moment()}"
+            cluster.kill(victim.node)
         time.sleep(self.node_down_s)
         cluster.heal()
-        return (f"node {victim.node} ({action} of {victim.what}) SIGKILLed{lagging}, back after "
+        return (f"node {victim.node} ({action} of {what}) SIGKILLed{lagging}, back after "
                 f"{self.node_down_s:.0f} s")  # fmt: skip
+
+    def _lead_alone(self, cluster: KafkaCluster, victim: Victim) -> tuple[float, int]:
+        """With the leader's followers stalled: lag_s, or longer (up to LAG_MAX_S) until the
+        leader's replica holds records theirs lack, as the pipeline's next write lands on
+        it alone (a pipeline slowed by a loaded machine may be between two writes at lag_s).
+        How long that was, and how many bytes they lack (replicas hold the same batches)."""
+        started = time.monotonic()
+        partition = victim.partition
+        if partition is None:
+            time.sleep(self.lag_s)
+            return self.lag_s, 0
+
+        def lacking() -> int:
+            replicas = [cluster.node(n).log_bytes(*partition) for n in victim.followers]
+            return cluster.node(victim.node).log_bytes(*partition) - max(replicas)
+
+        time.sleep(self.lag_s)
+        while (lacked := lacking()) <= 0 and time.monotonic() - started < LAG_MAX_S:
+            time.sleep(WATCH_S)
+        if lacked > 0:
+            time.sleep(REPLICATED_S)  # its answer reaches the pipeline, which goes on past it
+        return time.monotonic() - started, max(lacking(), 0)

@@ -67,7 +67,8 @@ def node_victims(
 def leader_victim(cluster: KafkaCluster, topic: str, partition: int = 0) -> Victim:
     metadata = cluster.partition(topic, partition)
     followers = tuple(int(n) for n in metadata.replicas if n != metadata.leader)
-    return Victim(int(metadata.leader), f"{topic} partition {partition}", followers)
+    return Victim(int(metadata.leader), f"{topic} partition {partition}", followers,
+                  (topic, partition))  # fmt: skip
 
 
 def committed_count(bootstrap: str, group: str, topic: str, partitions: int) -> int | None:

@@ -136,6 +136,15 @@ class KafkaNode:
     def formatted(self) -> bool:
         return (Path(self.properties["log.dirs"]) / "meta.properties").exists()
 
+    def log_bytes(self, topic: str, partition: int) -> int:
+        """How many bytes of records this node's replica of the partition holds on disk (its
+        segments' sizes: Kafka does not preallocate them); 0 where it has none."""
+        total = 0
+        for segment in (Path(self.properties["log.dirs"]) / f"{topic}-{partition}").glob("*.log"):
+            with contextlib.suppress(FileNotFoundError):  # deleted since listed (a reset)
+                total += segment.stat().st_size
+        return total
+
     def start_format(self, cluster_id: str) -> subprocess.Popen[bytes]:
         """``kafka-storage format`` for a static quorum (``controller.quorum.voters``)."""
         output = open(self.directory / "format.out", "wb")  # noqa: SIM115  (the child's)
