@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from onceflow.broker.process import BrokerProcess
 from onceflow.client_errors import worth_retrying
@@ -152,16 +152,18 @@ def reset(cluster: TrialCluster, topics: list[str]) -> None:
     from confluent_kafka.admin import AdminClient
 
     bootstrap = cluster.bootstrap
-    admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 0})
     deadline = time.monotonic() + RESET_RETRY_S
     while True:
+        # a client of its own each time: one that cached a coordinator or a leader of
+        # before the last trial's node fault kept asking it (NOT_COORDINATOR for a minute)
+        admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 0})
         try:
             existing = admin.list_topics(timeout=10).topics
             doomed = [t for t in topics if t in existing]
             if not doomed:
                 return
             for group in groups_committed_on(bootstrap, doomed):
-                _delete_group(admin, group)
+                _delete_group(bootstrap, group)
             for future in admin.delete_topics(doomed).values():
                 future.result(30)
             break
@@ -183,13 +185,15 @@ def reset(cluster: TrialCluster, topics: list[str]) -> None:
             cluster.kafka.wait_for_topic_gone(name)
 
 
-def _delete_group(admin: Any, group: str) -> None:
+def _delete_group(bootstrap: str, group: str) -> None:
     """Delete ``group``; while a dead member of the last trial is still in it (its session
     has not expired), or its coordinator is moving, wait a while, then leave it."""
     from confluent_kafka import KafkaError, KafkaException
+    from confluent_kafka.admin import AdminClient
 
     deadline = time.monotonic() + GROUP_EMPTY_TIMEOUT_S
     while True:
+        admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 0})  # as reset's
         try:
             admin.delete_consumer_groups([group])[group].result(30)
             return

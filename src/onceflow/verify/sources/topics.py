@@ -93,6 +93,7 @@ def topic_ranges(
     deadline = time.monotonic() + timeout
 
     def query(spec: Any, isolation: Any) -> dict[int, int]:
+        nonlocal admin
         while True:
             futures = admin.list_offsets(
                 {TopicPartition(topic, p): spec for p in partitions},
@@ -105,6 +106,9 @@ def topic_ranges(
                 if not leader_moving(error) or time.monotonic() > deadline:
                     raise
             time.sleep(LEADER_RETRY_S)
+            # with metadata of now: librdkafka's admin client kept sending a leader epoch the
+            # leader had fenced (FENCED_LEADER_EPOCH) for 30 s after a node's restart
+            admin = AdminClient(client_conf(bootstrap))
 
     start = query(OffsetSpec.earliest(), IsolationLevel.READ_UNCOMMITTED)
     stable = query(OffsetSpec.latest(), IsolationLevel.READ_COMMITTED)
