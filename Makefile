@@ -73,6 +73,7 @@ broker-demo: venv
 # 2.4 CPU-s instead of 6. It runs beside the archive maker, on the other core.
 test: venv bytecode system-deps kafka-jars
 	$(BIN)/ruff check src tests benchmarks examples scripts
+	$(BIN)/ruff format --check src tests benchmarks examples scripts
 	$(BIN)/python -m onceflow.spark.archive_maker >$(VENV)/spark-archive.log 2>&1 & \
 		env -u PYTHONDONTWRITEBYTECODE $(BIN)/python -m pytest --collect-only -q \
 			-p no:cacheprovider >/dev/null 2>&1; \
