@@ -18,9 +18,11 @@ without its offsets: a later abort's rewind then copies it twice.)
 
 Both make a new producer when the abort itself fails because the failed commit is still in
 flight (librdkafka refuses an abort while the commit_transaction call that timed out is in
-progress, or gives the producer up), as long-running services do, and go on: a copier
-that crashed there instead was restarted from its committed offsets, lost nothing, and
-the proof held (1 of 7 runs of the group-coordinator case).
+progress, or gives the producer up), or when the producer refuses the next transaction
+after an abort (a fatal error, or _STATE), as long-running services do, and go on: a
+copier that crashed there instead was restarted from its committed offsets, lost nothing,
+and the proof held (1 of 7 runs of the group-coordinator case; the txn-coordinator case in
+a fresh-clone run, 2026-12-06, after "Unable to produce message: Local: Erroneous state").
 """
 
 import argparse
@@ -93,14 +95,27 @@ def again_while_retriable(call, *arguments):
                 raise
 
 
-while True:
-    messages = [m for m in consumer.consume(100, 0.5) if m.error() is None]
-    if not messages:
-        continue
+def copy(messages) -> None:
     producer.begin_transaction()
     for message in messages:
         time.sleep(args.work_ms / 1000)  # the record's enrichment
         producer.produce(args.output, message.value(), message.key())
+
+
+while True:
+    messages = [m for m in consumer.consume(100, 0.5) if m.error() is None]
+    if not messages:
+        continue
+    try:
+        copy(messages)
+    except KafkaException as error:
+        # the producer unusable after an abort (a fatal error, or _STATE: librdkafka still
+        # bumping its epoch) refuses the next transaction's records: a new one takes over
+        if not error.args[0].fatal() and error.args[0].code() != KafkaError._STATE:
+            raise
+        said(f"the producer cannot go on ({error.args[0]}): a new producer")
+        producer = transactional_producer()
+        copy(messages)
     positions = consumer.position(consumer.assignment())
     group = consumer.consumer_group_metadata()
     step = "sending the offsets"
