@@ -44,7 +44,7 @@ COORDINATOR_MOVING = frozenset(
 
 # What asking again later can cure: a moving leader or coordinator, or a request that timed
 # out while one moved.
-TIMED_OUT = {KafkaError.REQUEST_TIMED_OUT, KafkaError._TIMED_OUT}
+TIMED_OUT = frozenset({KafkaError.REQUEST_TIMED_OUT, KafkaError._TIMED_OUT})
 MOVING_OR_TIMED_OUT = LEADER_MOVING | COORDINATOR_MOVING | TIMED_OUT
 
 

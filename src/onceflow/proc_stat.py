@@ -9,6 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 STATE = 3
+PARENT = 4  # the parent's pid
 FLAGS = 9
 START_TIME = 22  # clock ticks after boot
 

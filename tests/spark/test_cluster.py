@@ -27,6 +27,7 @@ from pathlib import Path
 import pytest
 
 from onceflow.ports import free_port
+from onceflow.proc_stat import PARENT, stat_fields
 from onceflow.spark.session import java_home
 from onceflow.verify.run import run_verify
 from tests.kit.jvm import SHORT_LIVED_JVM_OPTIONS
@@ -45,11 +46,11 @@ PAUSED_STEPS = ("database.before_task_commit", "kafka.before_task_commit")
 def _proc_stat(pid: int) -> tuple[int, str] | None:
     """(parent pid, command line) of a live process, None if it is gone."""
     try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
+        parent = int(stat_fields(pid)[PARENT])
         cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
     except OSError:
         return None
-    return int(stat.rsplit(")", 1)[1].split()[1]), cmdline
+    return parent, cmdline
 
 
 def _processes_under(directory: Path) -> list[int]:
