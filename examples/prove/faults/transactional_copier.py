@@ -16,13 +16,14 @@ a retriable error is made again; after an abort the consumer seeks back to the o
 group has committed. (Retrying only the commit after the offsets failed commits the batch
 without its offsets: a later abort's rewind then copies it twice.)
 
-Both make a new producer when the abort itself fails because the failed commit is still in
-flight (librdkafka refuses an abort while the commit_transaction call that timed out is in
-progress, or gives the producer up), or when the producer refuses the next transaction
-after an abort (a fatal error, or _STATE), as long-running services do, and go on: a
-copier that crashed there instead was restarted from its committed offsets, lost nothing,
-and the proof held (1 of 7 runs of the group-coordinator case; the txn-coordinator case in
-a fresh-clone run, 2026-12-06, after "Unable to produce message: Local: Erroneous state").
+Both make a new producer when the abort itself fails (librdkafka refuses an abort while
+the commit_transaction call that timed out is in progress, or gives the producer up), or
+when the producer refuses the next transaction after an abort (a fatal error such as
+OUT_OF_ORDER_SEQUENCE_NUMBER, or _STATE), whatever the error, as long-running services
+do, and go on: a copier that crashed there instead was restarted from its committed
+offsets, lost nothing, and the proof held (1 of 7 runs of the group-coordinator case; the
+txn-coordinator case in a fresh-clone run, 2026-12-06, after "Unable to produce message:
+Local: Erroneous state").
 """
 
 import argparse
@@ -30,7 +31,7 @@ import os
 import sys
 import time
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 
 parser = argparse.ArgumentParser()
 parser.add_argument("--output", default="orders-copy")
@@ -109,10 +110,10 @@ while True:
     try:
         copy(messages)
     except KafkaException as error:
-        # the producer unusable after an abort (a fatal error, or _STATE: librdkafka still
-        # bumping its epoch) refuses the next transaction's records: a new one takes over
-        if not error.args[0].fatal() and error.args[0].code() != KafkaError._STATE:
-            raise
+        # the producer unusable after an abort (a fatal error such as OUT_OF_ORDER_SEQUENCE
+        # for records a dead leader may have kept, or _STATE: librdkafka still bumping its
+        # epoch) refuses the next transaction's records: a new one takes over (its
+        # init_transactions() aborts what the old one left open)
         said(f"the producer cannot go on ({error.args[0]}): a new producer")
         producer = transactional_producer()
         copy(messages)
@@ -130,14 +131,14 @@ while True:
             f"records from partition {first.partition()} offset {first.offset()}"
         )
         try:
-            producer.abort_transaction()
+            producer.abort_transaction(10)
         except KafkaException as failed:
-            said(f"abort failed ({failed.args[0]}): a new producer")
-            if not failed.args[0].fatal() and failed.args[0].code() != KafkaError._CONFLICT:
-                raise
             # the failed commit still in flight when the abort came: librdkafka refuses the
-            # abort (_CONFLICT: the commit_transaction call that timed out is in progress)
-            # or gives the producer up; a new one with the same transactional.id fences it
+            # abort (_CONFLICT: the commit_transaction call that timed out is in progress),
+            # gives the producer up (a fatal error), or the abort waits on records sent to
+            # a dead leader (one waited over a minute, 2026-12-06, without a timeout); a new
+            # producer with the same transactional.id fences it and aborts its transaction
+            said(f"abort failed ({failed.args[0]}): a new producer")
             producer = transactional_producer()
         if args.rewind:
             rewind()
