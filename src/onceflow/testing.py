@@ -272,12 +272,15 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 @contextmanager
-def running_apache_kafka_cluster(directory: Path) -> Iterator[KafkaCluster]:
+def running_apache_kafka_cluster(
+    directory: Path, *, replication_proxies: bool = False
+) -> Iterator[KafkaCluster]:
     """A 3-node Apache Kafka cluster in ``directory`` while the block runs, killed after it;
-    a cluster that cannot start fails the test with its message."""
+    a cluster that cannot start fails the test with its message. ``replication_proxies``:
+    one whose leaders' followers a fault can cut off (prove's leader faults)."""
     from onceflow.kafka_cluster import KafkaCluster, KafkaClusterError
 
-    cluster = KafkaCluster(3, directory=directory)
+    cluster = KafkaCluster(3, directory=directory, replication_proxies=replication_proxies)
     try:
         cluster.start()
     except KafkaClusterError as error:

@@ -3,10 +3,12 @@ Kafka cluster: each finds a pipeline that only it breaks (killing the pipeline, 
 other fault kinds, never do: shown on the embedded broker), and the fixed twin holds.
 
 * leader: a copier producing with acks=1 (examples/prove/faults/output_copier.py) loses
-  what the leader acknowledged alone: the leader's followers stall until it has written
-  records they lack (1.5-4 s), then it dies. (With a fixed 1.5 s stall the copier, slowed
-  by a loaded machine, sometimes wrote nothing in it and the proof held: 1 fresh-clone run
-  of 7, 2026-12-06; 10 of 10 found beside busy loops since.)
+  what the leader acknowledged alone: the leader's followers are cut off from it (the
+  module's cluster replicates through proxies) until it has written records they lack
+  (1.5-4 s), then it dies. The proof held in a fresh-clone run and in CI while the
+  followers were stopped with SIGSTOP instead: they also led the copier's other output
+  partitions, and its flush() waited on them (1 of 8 trials beside busy loops,
+  2026-12-06; 10 of 10 found since the cut).
 * txn-coordinator, group-coordinator: a transactional copier that aborts a failed commit
   (its 5 s timeouts run out while the coordinator's node is down: the transaction's, or
   the group's for its offsets) and goes on without rewinding (transactional_copier.py)
@@ -16,8 +18,11 @@ other fault kinds, never do: shown on the embedded broker), and the fixed twin h
   (as output_copier.py does), so its transactions are open most of the time: killed as
   the last of the input's transactions ended, a coordinator failed no step of the
   copier's in 3 of 8 faults and 1 of 7 fresh-clone runs held (2026-12-06); 8 of 8 faults
-  failed a step since. The copier's group is coordinated by another node
-  (``group_elsewhere``).
+  failed a step since. The copier's group is coordinated by another node than its
+  transactional id (``group_elsewhere``; in the fixed group-coordinator case too). A
+  copier that crashed after its abort was restarted from its committed offsets and the
+  proof held in CI (2026-12-06); it now makes a new producer whatever refuses it, and
+  gives an abort 10 s.
 
 Each proof is one trial with faults at fixed points (``kills``), each after 60 more
 records copied: one for the fixed copiers, up to 3 (``BROKEN_FAULTS``) for the broken
@@ -74,7 +79,8 @@ BROKEN_FAULTS = {"leader": 1, "txn-coordinator": 2, "group-coordinator": 3}
 
 @pytest.fixture(scope="module")
 def apache_kafka_cluster(tmp_path_factory: pytest.TempPathFactory):
-    with running_apache_kafka_cluster(tmp_path_factory.mktemp("apache-kafka-prove")) as cluster:
+    directory = tmp_path_factory.mktemp("apache-kafka-prove")
+    with running_apache_kafka_cluster(directory, replication_proxies=True) as cluster:
         yield cluster
 
 
@@ -135,6 +141,15 @@ def group_elsewhere(cluster) -> str:
     return next((n for n in names if cluster.coordinator_of(group=n) != ours), names[0])
 
 
+def log_tail(trial, lines: int = 60) -> str:
+    """The last lines of a trial's pipeline log, for a failure CI shows (its files are gone
+    after the run)."""
+    log = trial.directory / "pipeline.log"
+    if not log.exists():
+        return f"(no {log})"
+    return "\n".join(log.read_text(errors="replace").splitlines()[-lines:])
+
+
 @pytest.mark.parametrize("fault", BROKEN_CASES)
 @pytest.mark.usefixtures("another_programs_transactional_id")
 def test_the_fault_finds_the_pipeline_only_it_breaks(apache_kafka_cluster, fault, tmp_path):
@@ -147,7 +162,7 @@ def test_the_fault_finds_the_pipeline_only_it_breaks(apache_kafka_cluster, fault
     done = [landing.note for landing in run.landings]
     assert not found.held, (
         f"{found.verdict()}: {done}; the copier restarted {run.restarts} times, "
-        f"{run.stalls} after a stall; its log: {found.trials[0].directory / 'pipeline.log'}"
+        f"{run.stalls} after a stall; the end of its log:\n{log_tail(found.trials[0])}"
     )
     assert found.failure is not None and found.failure.trial.report.counts[anomaly] > 0
 
@@ -155,11 +170,11 @@ def test_the_fault_finds_the_pipeline_only_it_breaks(apache_kafka_cluster, fault
 @pytest.mark.parametrize("fault", CASES)
 def test_the_fixed_pipeline_holds_through_the_fault(apache_kafka_cluster, fault, tmp_path):
     _, fixed, _, _, _ = CASES[fault]
-    if fault == "txn-coordinator":  # the hang costs a stall's minute here, not the proof
+    if fault != "leader":  # the hang costs a stall's minute and a rejoin here, not the proof
         fixed = [*fixed, "--group", group_elsewhere(apache_kafka_cluster)]
     held = proof(fault, fixed, tmp_path, cluster=apache_kafka_cluster, faults=(fault,),
                  kills=f"{fault}/progress:60")  # fmt: skip
-    assert held.held and held.complete, held.verdict()
+    assert held.held and held.complete, f"{held.verdict()}\n{log_tail(held.trials[-1])}"
 
 
 @pytest.mark.parametrize("fault", CASES)

@@ -35,6 +35,7 @@ LAYERS: list[tuple[str, ...]] = [
         "sql_dialect",
         "ports",
         "proc_stat",
+        "tcp_proxy",
     ),
     # The broker, bottom up: the wire protocol, configuration, storage, coordinators,
     # the server (with broker/process.py, which starts one as a child process).

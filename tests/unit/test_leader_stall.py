@@ -1,5 +1,5 @@
 """A leader fault's stall (``FaultActions._lead_alone``): it lasts until the leader's
-replica holds what its stalled followers lack, or LAG_MAX_S; and a node's replica size as
+replica holds what its followers, cut off from it, lack, or LAG_MAX_S; and a node's replica size as
 its log directory shows it (``KafkaNode.log_bytes``)."""
 
 from __future__ import annotations

@@ -34,7 +34,6 @@ from onceflow.faults.databases import CellDatabases
 from onceflow.faults.failover import STALL_SECONDS
 from onceflow.faults.process import ProcessGroup
 from onceflow.faults.progress import Progress
-from onceflow.faults.proxy import TcpProxy
 from onceflow.faults.results import Limits, RunError, RunResult
 from onceflow.faults.run import FaultRun
 from onceflow.faults.schedule import (
@@ -49,6 +48,7 @@ from onceflow.faults.schedule import (
 from onceflow.log.durability import JOURNAL_ENV
 from onceflow.patterns.outbox import Outbox
 from onceflow.patterns.relay import Relay, RelayConfig
+from onceflow.tcp_proxy import TcpProxy
 from onceflow.verify.audit import Sink, first_copies
 from onceflow.verify.extract import Extractor
 from onceflow.verify.report import AuditReport

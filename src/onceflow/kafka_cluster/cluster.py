@@ -6,10 +6,13 @@
 
 Node ids are 1..nodes. Every node listens on ``127.0.0.1`` with a broker port and a
 controller port; the controller quorum is static (``controller.quorum.voters``) and every
-node is a voter. The settings suit tests of exactly-once pipelines: replication factor 3
-and ``min.insync.replicas=2`` by default (1 and 1 for a single node), small internal
-topics, fast failure detection. Nothing here needs more than the standard library and
-confluent-kafka (for the metadata checks).
+node is a voter. With ``replication_proxies=True`` the nodes replicate through a listener
+of their own that each node advertises behind a TCP proxy: ``cut_replication(node)``
+cuts the node's followers off from it while clients, controllers and the node itself go
+on (a leader that acknowledges what its followers cannot copy). The settings suit tests
+of exactly-once pipelines: replication factor 3 and ``min.insync.replicas=2`` by default
+(1 and 1 for a single node), small internal topics, fast failure detection. Nothing here
+needs more than the standard library and confluent-kafka (for the metadata checks).
 """
 
 from __future__ import annotations
@@ -36,8 +39,10 @@ from onceflow.kafka_cluster.secured import LISTENER as SECURED
 from onceflow.kafka_cluster.secured import SecuredListener
 from onceflow.kafka_cluster.settings import default_properties
 from onceflow.ports import free_ports, is_free
+from onceflow.tcp_proxy import TcpProxy
 
 START_TIMEOUT = 120.0
+REPLICATION = "REPLICATION"  # the inter-broker listener behind a proxy (replication_proxies)
 # Nodes stopping together can wait on a controller quorum that is going away: SIGKILL then.
 GRACEFUL_STOP_SECONDS = 10.0
 
@@ -59,12 +64,15 @@ class KafkaCluster:
         start_timeout: float = START_TIMEOUT,
         class_archive: bool = True,
         secured: SecuredListener | None = None,
+        replication_proxies: bool = False,
     ) -> None:
         """``directory`` keeps the nodes' data (a temporary one is deleted by ``stop``);
         ``port`` is node 1's broker port, node N gets ``port + N - 1`` (0: free ports);
         ``config`` overrides broker settings on every node; ``class_archive``: use the
         class-data archive of Kafka's classes when one was made (class_archive.py);
-        ``secured``: a SASL_SSL listener on every node too, with ACLs (secured.py)."""
+        ``secured``: a SASL_SSL listener on every node too, with ACLs (secured.py);
+        ``replication_proxies``: the nodes replicate through proxies ``cut_replication``
+        can cut."""
         if nodes < 1:
             raise ValueError("a cluster needs at least one node")
         self.size = nodes
@@ -78,6 +86,9 @@ class KafkaCluster:
         self.start_timeout = start_timeout
         self.class_archive = class_archive
         self.secured = secured
+        self.replication_proxies = replication_proxies
+        self._replication_links: dict[int, TcpProxy] = {}  # node -> the proxy in front of it
+        self._replication_ports: dict[int, tuple[int, int]] = {}  # node -> (its own, proxy's)
         self.cluster_id = _random_cluster_id()
         self.nodes: dict[int, KafkaNode] = {}
         self.start_seconds: float | None = None  # how long the last start() took
@@ -116,6 +127,9 @@ class KafkaCluster:
         atexit.register(self._at_exit)
         try:
             self.nodes = self._make_nodes(java, classpath, jvm_options)
+            for node_id, (own, proxied) in self._replication_ports.items():
+                link = TcpProxy(("127.0.0.1", proxied), ("127.0.0.1", own))
+                self._replication_links[node_id] = link.__enter__()
             formats = {
                 node_id: node.start_format(self.cluster_id)
                 for node_id, node in self.nodes.items()
@@ -153,6 +167,9 @@ class KafkaCluster:
             deadline = time.monotonic() + GRACEFUL_STOP_SECONDS
             for node in nodes:
                 node.terminate(timeout=max(0.1, deadline - time.monotonic()))
+        for link in self._replication_links.values():
+            link.__exit__(None, None, None)
+        self._replication_links.clear()
         if self._own_directory and self.directory is not None:
             shutil.rmtree(self.directory, ignore_errors=True)
 
@@ -188,6 +205,21 @@ class KafkaCluster:
         pid = self.node(node_id).pid
         if pid is not None:
             os.kill(pid, sig)
+
+    def cut_replication(self, node_id: int) -> None:
+        """Cut the node's followers off from it (``replication_proxies``): it goes on
+        leading and acknowledging writes (acks=1) they cannot copy, and stays in their
+        ISRs until replica.lag.time.max.ms (30 s); ``restore_replication`` ends it."""
+        self._replication_link(node_id).cut()
+
+    def restore_replication(self, node_id: int) -> None:
+        self._replication_link(node_id).restore()
+
+    def _replication_link(self, node_id: int) -> TcpProxy:
+        self.node(node_id)
+        if node_id not in self._replication_links:
+            raise KafkaClusterError("the cluster was started without replication_proxies")
+        return self._replication_links[node_id]
 
     def terminate(self, node_id: int, timeout: float = 30.0) -> int | None:
         """SIGTERM one node and wait for its controlled shutdown; returns its exit code."""
@@ -401,6 +433,12 @@ class KafkaCluster:
             for node_id, port in zip(ids, controller_ports, strict=True)
         )
         secured_ports = free_ports(self.size) if self.secured is not None else []
+        if self.replication_proxies and self.size > 1:
+            pairs = free_ports(2 * self.size)
+            self._replication_ports = {
+                node_id: (pairs[index], pairs[self.size + index])
+                for index, node_id in enumerate(ids)
+            }
         nodes = {}
         for index, (node_id, broker_port, controller_port) in enumerate(
             zip(ids, broker_ports, controller_ports, strict=True)
@@ -411,14 +449,21 @@ class KafkaCluster:
                 listeners[SECURED] = secured_ports[index]
             clients = ",".join(f"{name}://127.0.0.1:{port}" for name, port in listeners.items())
             protocols = ",".join(f"{name}:{name}" for name in listeners)
+            replication = ""
+            advertised = clients
+            if node_id in self._replication_ports:
+                own, proxied = self._replication_ports[node_id]
+                replication = f"{REPLICATION}://127.0.0.1:{own},"
+                advertised = f"{clients},{REPLICATION}://127.0.0.1:{proxied}"
+                protocols = f"{protocols},{REPLICATION}:PLAINTEXT"
             properties = {
                 "process.roles": "broker,controller",
                 "node.id": str(node_id),
-                "listeners": f"{clients},CONTROLLER://127.0.0.1:{controller_port}",
-                "advertised.listeners": clients,
+                "listeners": f"{clients},{replication}CONTROLLER://127.0.0.1:{controller_port}",
+                "advertised.listeners": advertised,
                 "listener.security.protocol.map": f"{protocols},CONTROLLER:PLAINTEXT",
                 "controller.listener.names": "CONTROLLER",
-                "inter.broker.listener.name": "PLAINTEXT",
+                "inter.broker.listener.name": REPLICATION if replication else "PLAINTEXT",
                 "controller.quorum.voters": voters,
                 "log.dirs": str(directory / "data"),
                 **(self.secured.properties() if self.secured is not None else {}),

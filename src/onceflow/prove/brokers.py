@@ -30,13 +30,13 @@ from onceflow.client_errors import worth_retrying
 from onceflow.faults.actions import FaultActions
 from onceflow.faults.failover import healthy
 from onceflow.faults.probe import groups_committed_on
-from onceflow.faults.proxy import TcpProxy
 from onceflow.faults.schedule import NETWORK_ACTIONS, POWER_LOSS, Schedule
 from onceflow.faults.traps import TRAPS_ENV, TrapControl
 from onceflow.log.durability import JOURNAL_ENV
 from onceflow.ports import free_ports
 from onceflow.prove.errors import ProveError, ProveFailure
 from onceflow.prove.options import ProofOptions
+from onceflow.tcp_proxy import TcpProxy
 
 if TYPE_CHECKING:
     from onceflow.kafka_cluster import KafkaCluster
@@ -125,7 +125,9 @@ def shared_cluster(
         from onceflow.kafka_cluster import KafkaCluster, KafkaClusterError
 
         try:
-            kafka = stack.enter_context(KafkaCluster(3, directory=work / "apache-kafka"))
+            kafka = stack.enter_context(
+                KafkaCluster(3, directory=work / "apache-kafka", replication_proxies=True)
+            )
         except KafkaClusterError as error:
             raise ProveFailure(f"cannot start the Apache Kafka cluster: {error}") from None
     if kafka is not None:
@@ -210,7 +212,8 @@ def _delete_group(bootstrap: str, group: str) -> None:
 
 
 def create_topics(cluster: TrialCluster, names: list[str], partitions: int,
-                  topics_file: Path | None) -> None:  # fmt: skip
+                  topics_file: Path | None, inputs: int = 1) -> None:  # fmt: skip
+    """Make the trial's topics (the first ``inputs`` of ``names`` its input topics)."""
     from confluent_kafka import KafkaError, KafkaException
     from confluent_kafka.admin import AdminClient, NewTopic
 
@@ -223,14 +226,15 @@ def create_topics(cluster: TrialCluster, names: list[str], partitions: int,
             raise ProveError(f"{topics_file}: {error}") from None
     admin = AdminClient({"bootstrap.servers": cluster.bootstrap, "log_level": 0})
     config = dict(cluster.topic_config)
-    placed = _placement(cluster, partitions)
     # Every topic is asked for and the controller says which exist: a broker's metadata
     # can still show a topic the last trial's reset deleted.
-    wanted = [
-        NewTopic(n, len(placed), -1, replica_assignment=placed, config=config) if placed
-        else NewTopic(n, partitions, cluster.replication, config=config)
-        for n in names
-    ]  # fmt: skip
+    wanted = []
+    for index, name in enumerate(names):
+        placed = _placement(cluster, partitions, shift=0 if index < inputs else 1)
+        wanted.append(
+            NewTopic(name, len(placed), -1, replica_assignment=placed, config=config) if placed
+            else NewTopic(name, partitions, cluster.replication, config=config)
+        )  # fmt: skip
     for name, future in admin.create_topics(wanted).items():
         try:
             future.result(30)
@@ -243,12 +247,15 @@ def create_topics(cluster: TrialCluster, names: list[str], partitions: int,
             cluster.kafka.wait_for_topic(name)
 
 
-def _placement(cluster: TrialCluster, partitions: int) -> list[list[int]] | None:
-    """On an Apache Kafka cluster prove controls, partition N of every topic has the same
-    replicas, its leader first: a leader fault then stalls and kills the node leading both
-    an output partition and the input partition a copier reads it from."""
+def _placement(cluster: TrialCluster, partitions: int, shift: int) -> list[list[int]] | None:
+    """On an Apache Kafka cluster prove controls, partition N of an input topic is led by
+    the N-th node and an output topic's by the next one (``shift`` 1), its leader first: a
+    leader fault cuts off the followers of an output partition's leader and kills it while
+    the input partition of the same number (which a copier, or any pipeline keeping the
+    key's partition, reads it from) has another leader and goes on taking input."""
     if cluster.kafka is None or cluster.replication < 2:
         return None
     nodes = sorted(cluster.kafka.running_nodes())
     replicas = min(cluster.replication, len(nodes))
-    return [[nodes[(p + r) % len(nodes)] for r in range(replicas)] for p in range(partitions)]
+    return [[nodes[(p + shift + r) % len(nodes)] for r in range(replicas)]
+            for p in range(partitions)]  # fmt: skip

@@ -151,7 +151,8 @@ class Trials:
         actions.cluster = cluster.kafka  # its node faults: a leader's followers lag first
         actions.lag_s, actions.node_down_s = LAG_S, NODE_DOWN_S
         reset(cluster, names)
-        create_topics(cluster, names, self.options.partitions, self.target.topics_file)
+        inputs = len({self.target.input_topic, *self.target.other_inputs})
+        create_topics(cluster, names, self.options.partitions, self.target.topics_file, inputs)
         yield cluster
 
     def _topics(self) -> list[str]:

@@ -1,4 +1,6 @@
-"""A TCP proxy between a pipeline worker and the broker that can cut or slow the network.
+"""A TCP proxy that can cut or slow a link: between a pipeline worker and the broker (the
+fault engine's network faults), or in front of an Apache Kafka node's replication listener
+(``KafkaCluster(replication_proxies=True)``: the node's followers cut off from it).
 
 ``cut()`` closes every open connection and refuses new ones (the listening socket stays,
 so clients see resets, as on a broken link) until ``restore()``. ``cut(coordinator_only=
