@@ -49,12 +49,13 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
+import time
 import uuid
 from pathlib import Path
 
 import pytest
 from confluent_kafka import KafkaException, Producer
-from confluent_kafka.admin import AdminClient
+from confluent_kafka.admin import AdminClient, NewTopic
 
 from onceflow.kafka_cluster.probe import node_metadata
 from onceflow.prove.brokers import TrialCluster, create_topics, reset
@@ -198,3 +199,33 @@ def test_every_trial_gets_its_topics_on_every_node(apache_kafka_cluster):
                 address = apache_kafka_cluster.node(node).bootstrap
                 assert node_metadata(address, (name,)).leaders.get(name), (name, node)
     reset(cluster, names)
+
+
+def test_a_leader_cut_off_from_its_followers_acknowledges_what_they_lack(apache_kafka_cluster):
+    """The leader fault's means (KafkaCluster.cut_replication): with its followers cut off,
+    the leader takes acks=1 writes they do not copy, and clients reach every node as
+    before; restored, they copy them."""
+    cluster = apache_kafka_cluster
+    topic = f"cut-{uuid.uuid4().hex[:8]}"
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    admin.create_topics([NewTopic(topic, 1, 3)])[topic].result(30)
+    cluster.wait_for_topic(topic)
+    leader = cluster.leader_of(topic)
+    followers = [n for n in cluster.running_nodes() if n != leader]
+    producer = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "1"})
+    cluster.cut_replication(leader)
+    try:
+        for n in range(50):
+            producer.produce(topic, f"record {n}".encode())
+        assert producer.flush(30) == 0
+        time.sleep(1.0)  # what the followers could copy, they would have by now
+        written = cluster.node(leader).log_bytes(topic, 0)
+        assert written > 0
+        assert all(cluster.node(n).log_bytes(topic, 0) == 0 for n in followers)
+        assert cluster.isr_of(topic) and leader in cluster.isr_of(topic)
+    finally:
+        cluster.restore_replication(leader)
+    deadline = time.monotonic() + 30
+    while any(cluster.node(n).log_bytes(topic, 0) < written for n in followers):
+        assert time.monotonic() < deadline, "the followers did not catch up once restored"
+        time.sleep(0.1)
