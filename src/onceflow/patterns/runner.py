@@ -137,25 +137,26 @@ class Runner:
     # -- running ----------------------------------------------------------------------
 
     def _loop(self, parts: RunnerParts, strategy: Strategy) -> None:
-        consumer = parts.consumer
+        consumer, progress = parts.consumer, self.progress
         while not self._stop.is_set():
             consumer.resume_due()
-            self.progress.tick(consumer.client)
+            progress.tick(consumer.client)
             messages = []
             for message in consumer.next_batch():
                 error = message.error()
                 if error is None:
                     messages.append(message)
-                    self.progress.consumed((message.topic(), message.partition()))
+                    if progress.at_end:  # a record of a partition read to its end
+                        progress.consumed((message.topic(), message.partition()))
                 elif error.code() == KafkaError._PARTITION_EOF:
-                    self.progress.reached_end((message.topic(), message.partition()))
+                    progress.reached_end((message.topic(), message.partition()))
                 elif previous_incarnation_holds(error):
                     raise still_in_group(self.config)
                 elif is_fatal(error):
                     raise KafkaException(error)
                 else:
                     log.warning("consumer: %s", error)
-            self.progress.counted(len(messages))
+            progress.counted(len(messages))
             if not messages:
                 strategy.commit_pending()  # nothing more came: do not hold outputs back
                 idle = self.progress.idle_for(paused=consumer.any_paused)

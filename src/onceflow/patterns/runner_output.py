@@ -67,6 +67,14 @@ class BatchOutput:
         except BufferError:  # the local queue is full: wait for it
             produce_waiting(producer, topic, value=value, key=key, headers=listed)
 
+    def batch_producer(self) -> Producer | None:
+        """The client a batch's records go to when it is one client call each: the
+        transaction's producer, or the direct one once made (None: the outbox, or the
+        direct producer not made yet; ``produce`` then)."""
+        if self.outbox is not None:
+            return None
+        return self.txn.producer if self.txn is not None else self._producer
+
     def start_direct(self) -> None:
         """Make the direct producer now, unless outputs go into a Kafka transaction or the
         outbox: an idempotent producer's first record waits for its producer id (about
