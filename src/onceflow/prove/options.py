@@ -45,7 +45,8 @@ class ProofOptions:
     shrink: bool = True
     bootstrap: str | None = None  # a running cluster instead of the embedded broker
     kafka_cluster: bool = False  # start a 3-node Apache Kafka (its node faults need it)
-    cluster: KafkaCluster | Any = None  # a running KafkaCluster to use (tests)
+    # a running KafkaCluster to use (tests; leader faults need replication_proxies=True)
+    cluster: KafkaCluster | Any = None
     stall_s: float = 60.0
     work_dir: Path | None = None
 
