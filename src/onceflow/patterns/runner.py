@@ -159,7 +159,7 @@ class Runner:
             progress.counted(len(messages))
             if not messages:
                 strategy.commit_pending()  # nothing more came: do not hold outputs back
-                idle = self.progress.idle_for(paused=consumer.any_paused)
+                idle = progress.idle_for(paused=consumer.any_paused)
                 if self.config.idle_exit_s is not None and idle > self.config.idle_exit_s:
                     log.info("idle for %.1f s with no lag: stopping (idle_exit_s)", idle)
                     break
@@ -167,7 +167,7 @@ class Runner:
             self.crash.reached("after_consume")
             self.stats.batches += 1
             self._process(parts, strategy, messages)
-            self.progress.measure_lag(consumer.client)
+            progress.measure_lag(consumer.client)
         strategy.commit_pending()  # stopped: what was processed is committed before leaving
 
     def _process(self, parts: RunnerParts, strategy: Strategy, messages: list[Message]) -> None:
