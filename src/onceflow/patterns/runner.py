@@ -141,21 +141,13 @@ class Runner:
         while not self._stop.is_set():
             consumer.resume_due()
             progress.tick(consumer.client)
-            messages = []
-            for message in consumer.next_batch():
-                error = message.error()
-                if error is None:
-                    messages.append(message)
-                    if progress.at_end:  # a record of a partition read to its end
-                        progress.consumed((message.topic(), message.partition()))
-                elif error.code() == KafkaError._PARTITION_EOF:
-                    progress.reached_end((message.topic(), message.partition()))
-                elif previous_incarnation_holds(error):
-                    raise still_in_group(self.config)
-                elif is_fatal(error):
-                    raise KafkaException(error)
-                else:
-                    log.warning("consumer: %s", error)
+            messages = consumer.next_batch()
+            errors = [message.error() for message in messages]
+            if any(errors):  # events (EOF) or errors: rare
+                messages = self._records_of(messages, errors)
+            elif progress.at_end:  # records of partitions read to their end
+                for message in messages:
+                    progress.consumed((message.topic(), message.partition()))
             progress.counted(len(messages))
             if not messages:
                 strategy.commit_pending()  # nothing more came: do not hold outputs back
@@ -169,6 +161,23 @@ class Runner:
             self._process(parts, strategy, messages)
             progress.measure_lag(consumer.client)
         strategy.commit_pending()  # stopped: what was processed is committed before leaving
+
+    def _records_of(self, messages: list[Message], errors: list) -> list[Message]:
+        """The data messages of a batch; its events and errors acted on, in order."""
+        progress, records = self.progress, []
+        for message, error in zip(messages, errors, strict=True):
+            if error is None:
+                records.append(message)
+                progress.consumed((message.topic(), message.partition()))
+            elif error.code() == KafkaError._PARTITION_EOF:
+                progress.reached_end((message.topic(), message.partition()))
+            elif previous_incarnation_holds(error):
+                raise still_in_group(self.config)
+            elif is_fatal(error):
+                raise KafkaException(error)
+            else:
+                log.warning("consumer: %s", error)
+        return records
 
     def _process(self, parts: RunnerParts, strategy: Strategy, messages: list[Message]) -> None:
         try:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 from collections import defaultdict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 from confluent_kafka import Message
 
@@ -116,20 +116,11 @@ class BatchWork:
         # The loop runs once per record: what it calls is looked up once per batch.
         decode, handler, record_of = self.config.decode, self.handler, Record.from_message
         processed = 0
+        to_handle = messages
+        if ids is not None or self._poison:
+            to_handle = self._not_skipped(messages, tx, ids, fresh)
         try:
-            for position, message in enumerate(messages):
-                if ids is not None:
-                    event_id = ids[position]
-                    if event_id not in fresh:
-                        self.stats.duplicates_skipped += 1
-                        continue
-                    fresh.discard(event_id)  # a second copy in this batch is a duplicate too
-                if self._poison:
-                    where = (message.topic(), message.partition(), message.offset())
-                    poison = self._poison.pop(where, None)
-                    if poison is not None:
-                        self._dead_letter(tx, message, poison)
-                        continue
+            for message in to_handle:
                 try:
                     value = decode(message.value())
                 except DecodeError as error:
@@ -144,6 +135,30 @@ class BatchWork:
                 processed += 1
         finally:
             self.stats.processed += processed
+
+    def _not_skipped(
+        self,
+        messages: list[Message],
+        tx: Transaction | None,
+        ids: list[str] | None,
+        fresh: set[str],
+    ) -> Iterator[Message]:
+        """The messages to handle, one at a time: duplicates skipped, and records that
+        failed ``max_attempts`` times dead-lettered (in ``tx``) when their turn comes."""
+        for position, message in enumerate(messages):
+            if ids is not None:
+                event_id = ids[position]
+                if event_id not in fresh:
+                    self.stats.duplicates_skipped += 1
+                    continue
+                fresh.discard(event_id)  # a second copy in this batch is a duplicate too
+            if self._poison:
+                where = (message.topic(), message.partition(), message.offset())
+                poison = self._poison.pop(where, None)
+                if poison is not None:
+                    self._dead_letter(tx, message, poison)
+                    continue
+            yield message
 
     def failed(self, failure: HandlerFailed) -> int:
         """Count a failed attempt at the record; after ``max_attempts`` it is dead-lettered
