@@ -182,7 +182,7 @@ bench: venv bytecode system-deps kafka-jars spark-archive $(VENV)/.bench-install
 		--records 200000 --repeat 3
 	$(BIN)/python benchmarks/produce_latency.py --engines onceflow,kafka,kafka-fsync \
 		--rate 5000 --seconds 10 --repeat 3
-	$(BIN)/python benchmarks/patterns.py --records 20000 --repeats 3
+	$(BIN)/python benchmarks/patterns.py --records 200000 --repeats 3
 	$(BIN)/python benchmarks/patterns.py --records 20000 --repeats 3 --postgres \
 		--modes db/at_least_once,'db/exactly_once db_offsets','db/exactly_once inbox'
 	$(SPARK_CONNECTOR_VENV)/bin/python benchmarks/spark_connector.py --engines onceflow,kafka \
