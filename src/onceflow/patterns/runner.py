@@ -162,7 +162,9 @@ class Runner:
             progress.measure_lag(consumer.client)
         strategy.commit_pending()  # stopped: what was processed is committed before leaving
 
-    def _records_of(self, messages: list[Message], errors: list) -> list[Message]:
+    def _records_of(
+        self, messages: list[Message], errors: list[KafkaError | None]
+    ) -> list[Message]:
         """The data messages of a batch; its events and errors acted on, in order."""
         progress, records = self.progress, []
         for message, error in zip(messages, errors, strict=True):

@@ -20,10 +20,9 @@ from onceflow.db import Database, DatabaseError, Transaction
 from onceflow.patterns.inbox import Inbox
 from onceflow.patterns.records import DecodeError, Record, dead_letter_headers
 from onceflow.patterns.runner_config import RunnerConfig
-from onceflow.patterns.runner_output import BatchOutput
+from onceflow.patterns.runner_output import BatchOutput, produce_record
 from onceflow.patterns.runner_progress import RunStats
 from onceflow.patterns.transactional import ProducerFenced
-from onceflow.producing import produce_waiting
 
 log = logging.getLogger("onceflow.patterns.runner")
 TP = tuple[str, int]
@@ -44,9 +43,6 @@ class Context:
 
     def __init__(self, output: BatchOutput, db: Database | None, tx: Transaction | None) -> None:
         self._output = output
-        # Called once per output record: the client is called here, not through more
-        # layers, and without a headers keyword when there are none (confluent-kafka
-        # parses keywords slowly: 0.4 us a call, benchmarks/README.md).
         self._producer = output.batch_producer()
         self.db = db
         self.tx = tx
@@ -62,18 +58,7 @@ class Context:
         if producer is None:  # the outbox, or the direct producer made on first use
             self._output.produce(self.tx, topic, value, key, headers)
             return
-        if isinstance(value, str):
-            value = value.encode()
-        if isinstance(key, str):
-            key = key.encode()
-        try:
-            if headers:
-                producer.produce(topic, value, key, headers=list(headers))
-            else:
-                producer.produce(topic, value, key)
-        except BufferError:  # the local queue is full: wait for it
-            listed = list(headers) if headers else None
-            produce_waiting(producer, topic, value=value, key=key, headers=listed)
+        produce_record(producer, topic, value, key, headers)
 
 
 Handler = Callable[[Record, Context], None]
