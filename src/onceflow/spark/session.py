@@ -26,6 +26,7 @@ from onceflow.spark.class_archive import (
     usable,
     with_java_option,
 )
+from onceflow.spark.compiler_priority import CompilerPriority
 from onceflow.spark.fork_client import SERVER_VARIABLE
 from onceflow.spark.fork_server import start_fork_server
 from onceflow.spark.scratch import scratch_dir
@@ -73,6 +74,9 @@ def local_session(
     ``fork_server``: on a local master, Spark's Python processes are forked from a server
     that imported pyspark, pyarrow and onceflow while the JVM started (``fork_server.py``),
     instead of each starting an interpreter and importing them.
+    On a local master the driver JVM's optimizing (C2) compiler threads run at a lower CPU
+    priority than the job's threads (``compiler_priority.py``;
+    ``ONCEFLOW_SPARK_COMPILER_NICE=0`` leaves them alone).
     On a local master the driver's temporary files go to a folder of this process's own,
     removed by a later session once this process has ended, even by SIGKILL
     (``scratch.py``; a ``spark.local.dir`` or ``-Djava.io.tmpdir`` given in ``config``
@@ -110,7 +114,19 @@ def local_session(
     builder = SparkSession.builder.master(master).appName(app_name)
     for name, value in settings.items():
         builder = builder.config(name, value)
+    compiler = CompilerPriority.start() if master.startswith("local") else None
     spark = builder.getOrCreate()
+    if compiler is not None:
+        compiler.session_started(_driver_jvm_pid())
     spark.sparkContext.setLogLevel(log_level)
     register(spark)
     return spark
+
+
+def _driver_jvm_pid() -> int | None:
+    """The pid of the driver JVM this process started (None: it joined one, or Spark
+    Connect)."""
+    from pyspark import SparkContext
+
+    process = getattr(SparkContext._gateway, "proc", None)
+    return getattr(process, "pid", None)
