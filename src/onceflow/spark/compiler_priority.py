@@ -122,16 +122,20 @@ class CompilerPriority:
         self._session_started.set()
 
     def _run(self) -> None:
-        while self.jvm is None and not self._session_started.is_set():
+        while self.jvm is None:
+            if self._session_started.is_set():
+                return  # no JVM of this process's: nothing to do
             found = _spark_submit_child(os.getpid())
-            if found is not None and lower_compiler_threads(found, self.nice):
+            if found is not None:
                 self.jvm = found
-                break
-            self._session_started.wait(FIND_INTERVAL_S)
-        self._session_started.wait()
-        if self.jvm is None:
-            return
-        until = time.monotonic() + WATCH_S
-        while time.monotonic() < until:
-            time.sleep(WATCH_INTERVAL_S)
-            lower_compiler_threads(self.jvm, self.nice)
+            else:
+                self._session_started.wait(FIND_INTERVAL_S)
+        jvm = self.jvm
+        # HotSpot starts its compiler threads as it initializes, a few milliseconds after
+        # the exec; a JVM without C2 threads by then (C1 only, -Xint) is only looked at again
+        # once a second, for threads added as its queues grow.
+        since = time.monotonic()
+        lowered = False
+        while (elapsed := time.monotonic() - since) < WATCH_S:
+            lowered = lower_compiler_threads(jvm, self.nice) > 0 or lowered
+            time.sleep(FIND_INTERVAL_S if not lowered and elapsed < 1.0 else WATCH_INTERVAL_S)

@@ -115,9 +115,11 @@ def local_session(
     for name, value in settings.items():
         builder = builder.config(name, value)
     compiler = CompilerPriority.start() if master.startswith("local") else None
-    spark = builder.getOrCreate()
-    if compiler is not None:
-        compiler.session_started(_driver_jvm_pid())
+    try:
+        spark = builder.getOrCreate()
+    finally:
+        if compiler is not None:  # (no JVM after a failed start: the watcher then stops)
+            compiler.session_started(_driver_jvm_pid())
     spark.sparkContext.setLogLevel(log_level)
     register(spark)
     return spark
