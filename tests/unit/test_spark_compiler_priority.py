@@ -8,6 +8,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -27,15 +28,19 @@ pytestmark = pytest.mark.skipif(
 
 # A process with a thread named as each of HotSpot's compilers, and their thread ids.
 JVM_LIKE = r"""
-import os, threading, time
-def named(name):
+import threading, time
+def named(name, done):
     with open(f"/proc/self/task/{threading.get_native_id()}/comm", "w") as comm:
         comm.write(name)
+    done.set()
     time.sleep(60)
+named_all = []
 for name in ("C2 CompilerThread0", "C1 CompilerThread0"):
-    threading.Thread(target=named, args=(name,), daemon=True).start()
-time.sleep(0.3)
-print(" ".join(os.listdir("/proc/self/task")), flush=True)
+    named_all.append(threading.Event())
+    threading.Thread(target=named, args=(name, named_all[-1]), daemon=True).start()
+for done in named_all:
+    done.wait()
+print("named", flush=True)
 time.sleep(60)
 """
 
@@ -87,7 +92,14 @@ def test_the_driver_jvm_is_the_java_child_running_spark_submit() -> None:
     assert parent.stdout is not None
     children = [int(pid) for pid in parent.stdout.readline().split()]
     try:
-        assert compiler_priority._spark_submit_child(parent.pid) == children[-1]
+        # A process's command line reads empty for a moment after its exec (the watcher
+        # polls through it): Popen returns as the exec closes the descriptors, before the
+        # kernel has set the new program's arguments.
+        deadline = time.monotonic() + 10
+        while (found := compiler_priority._spark_submit_child(parent.pid)) is None:
+            assert time.monotonic() < deadline, "no driver found"
+            time.sleep(0.01)
+        assert found == children[-1]
         assert compiler_priority._spark_submit_child(children[-1]) is None
         listed = sorted(compiler_priority._children(parent.pid))
         by_scan = sorted(compiler_priority._children_by_scan(parent.pid))  # no lists: kernels
