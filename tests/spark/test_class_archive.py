@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
-from onceflow.spark.archive_maker import make_archive
 from onceflow.spark.class_archive import ARCHIVE_OPTION, usable, with_java_option
 
 pytestmark = [pytest.mark.spark]
@@ -32,8 +32,14 @@ spark.stop()
 
 
 def test_a_local_session_loads_sparks_classes_from_the_archive(tmp_path):
-    archive = make_archive()
-    assert archive is not None and archive.stat().st_size > 0
+    # A process of its own (the maker ends its JVM); `make test` is making it beside the suite.
+    made = subprocess.run(
+        [sys.executable, "-m", "onceflow.spark.archive_maker"],
+        capture_output=True, text=True, timeout=1200, check=False,
+    )  # fmt: skip
+    assert made.returncode == 0, made.stderr[-3000:]
+    archive = Path(made.stdout.strip().splitlines()[-1])
+    assert archive.stat().st_size > 0
     log = tmp_path / "classes.log"
     result = subprocess.run(
         [sys.executable, "-c", SESSION, str(log)],
@@ -57,3 +63,11 @@ def test_the_archive_is_added_after_the_callers_options_and_only_where_it_fits()
     assert not usable({"spark.driver.extraClassPath": "/opt/extra.jar"})
     assert not usable({"spark.driver.extraJavaOptions": "-Xshare:off"})
     assert not usable({"spark.driver.extraJavaOptions": f"{ARCHIVE_OPTION}/mine.jsa"})
+
+
+def test_the_archive_is_never_recorded_in_a_process_with_a_session(spark):
+    from onceflow.spark.archive_maker import _record
+
+    with pytest.raises(RuntimeError, match="JVM of its own"):
+        _record(Path("/nonexistent/archive.partial"), Path("/nonexistent"))
+    assert spark.range(3).count() == 3  # the session goes on

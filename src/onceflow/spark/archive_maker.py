@@ -14,7 +14,9 @@ from pathlib import Path
 from onceflow.cds_archive import make_once
 from onceflow.spark.class_archive import QUIET, RECORD_OPTION, archive_path, java_binary
 
-JVM_EXIT_TIMEOUT_S = 180.0
+# The JVM writes the archive (170 MB) as it exits: about 1 s on an idle 2-core machine, 28-35 s
+# beside four busy loops, and over 180 s once while a whole test suite started beside it.
+JVM_EXIT_TIMEOUT_S = 900.0
 
 
 def _record(partial: Path, work: Path) -> None:
@@ -23,6 +25,14 @@ def _record(partial: Path, work: Path) -> None:
 
     from onceflow.spark.class_archive_job import RecordedSource
     from onceflow.spark.session import local_session
+
+    if SparkContext._active_spark_context is not None:
+        # Its JVM started without the recording option, and ending it here would end the
+        # session this process is using.
+        raise RuntimeError(
+            "a Spark class archive is recorded by a JVM of its own: run "
+            "`python -m onceflow.spark.archive_maker` in a process without a SparkSession"
+        )
 
     spark = local_session(
         "onceflow-class-archive",
