@@ -79,7 +79,11 @@ def test_the_console_over_sasl_ssl_on_apache_kafka(secured, tmp_path):
     client = AdminClient(admin)
     client.create_topics([NewTopic(topic, 1, 3)])[topic].result(60)
     wait_until(lambda: _led(client, topic), 60, what=f"{topic} has a leader")
-    producer = Producer({**admin, "transactional.id": f"{topic}-txn"})
+    # Held open while both consoles are read: under a loaded suite that took over Kafka's
+    # default 60 s once, and the coordinator aborted it (the abort below was then fenced).
+    producer = Producer(
+        {**admin, "transactional.id": f"{topic}-txn", "transaction.timeout.ms": 600_000}
+    )
     producer.init_transactions(60)
     producer.begin_transaction()
     producer.produce(topic, b"held", partition=0)
