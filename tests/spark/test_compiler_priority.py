@@ -1,6 +1,7 @@
 """A local session's driver JVM runs its C2 compiler threads at a lower CPU priority than
 its other threads (``onceflow.spark.compiler_priority``). The suite's own session runs C1
-only (``tests.kit.jvm``), so this one is a process of its own with the JVM's defaults."""
+only (``tests.kit.jvm``), so this is a driver JVM of its own with the JVM's defaults,
+started as ``local_session`` starts it, without a SparkContext."""
 
 from __future__ import annotations
 
@@ -18,29 +19,32 @@ pytestmark = [
     pytest.mark.skipif(not sys.platform.startswith("linux"), reason="thread priorities"),
 ]
 
-SESSION = r"""
+JVM = r"""
 import json
 from pathlib import Path
-from pyspark import SparkContext
-from onceflow.spark.compiler_priority import C2_THREAD_PREFIX
-from onceflow.spark.session import local_session
-spark = local_session("compiler-priority")
-nice = {"C2": [], "other": []}
-for task in Path(f"/proc/{SparkContext._gateway.proc.pid}/task").iterdir():
+from pyspark.java_gateway import launch_gateway
+from onceflow.spark.compiler_priority import C2_THREAD_PREFIX, CompilerPriority
+watcher = CompilerPriority.start()  # as local_session does: then the driver JVM starts
+gateway = launch_gateway()
+found_first = watcher.jvm  # the watcher's own find, before it is told
+watcher.session_started(gateway.proc.pid)
+nice = {"C2": [], "other": [], "found": found_first == gateway.proc.pid}
+for task in Path(f"/proc/{gateway.proc.pid}/task").iterdir():
     stat = (task / "stat").read_text()
     kind = "C2" if (task / "comm").read_text().startswith(C2_THREAD_PREFIX) else "other"
     nice[kind].append(int(stat[stat.rindex(")") + 2 :].split()[16]))
 print(json.dumps(nice))
-spark.stop()
+gateway.shutdown()
 """
 
 
 def test_the_driver_jvms_c2_threads_run_at_a_lower_priority() -> None:
     env = {k: v for k, v in os.environ.items() if k not in ("PYSPARK_SUBMIT_ARGS", NICE_VARIABLE)}
     result = subprocess.run(
-        [sys.executable, "-c", SESSION], capture_output=True, text=True, timeout=300, env=env
+        [sys.executable, "-c", JVM], capture_output=True, text=True, timeout=300, env=env
     )
     assert result.returncode == 0, result.stderr[-3000:]
     nice = json.loads(result.stdout.strip().splitlines()[-1])
     assert nice["C2"] and set(nice["C2"]) == {DEFAULT_NICE}
     assert set(nice["other"]) == {0}  # the JVM's own, Spark's and C1's threads
+    assert nice["found"]  # by the watcher, while the JVM started

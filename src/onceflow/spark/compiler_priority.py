@@ -116,9 +116,10 @@ class CompilerPriority:
     def session_started(self, jvm_pid: int | None) -> None:
         """``getOrCreate()`` returned: the JVM is ``jvm_pid`` (None: not a JVM this
         process started), whether or not the watcher found it yet."""
-        if jvm_pid is not None and self.jvm is None:
+        if self.jvm is None:
             self.jvm = jvm_pid
-            lower_compiler_threads(jvm_pid, self.nice)
+        if self.jvm is not None:
+            lower_compiler_threads(self.jvm, self.nice)
         self._session_started.set()
 
     def _run(self) -> None:
