@@ -100,6 +100,8 @@ def test_the_driver_jvm_is_the_java_child_running_spark_submit() -> None:
             assert time.monotonic() < deadline, "no driver found"
             time.sleep(0.01)
         assert found == children[-1]
+        # a driver that was there before the watcher started (an earlier session's, ending)
+        assert compiler_priority._spark_submit_child(parent.pid, frozenset(children)) is None
         assert compiler_priority._spark_submit_child(children[-1]) is None
         listed = sorted(compiler_priority._children(parent.pid))
         by_scan = sorted(compiler_priority._children_by_scan(parent.pid))  # no lists: kernels

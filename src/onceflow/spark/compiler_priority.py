@@ -82,10 +82,13 @@ def _children_by_scan(parent: int) -> list[int]:
     return found
 
 
-def _spark_submit_child(parent: int) -> int | None:
-    """The pid of ``parent``'s child process running Spark's driver JVM, if there is one."""
+def _spark_submit_child(parent: int, known: frozenset[int] = frozenset()) -> int | None:
+    """The pid of ``parent``'s child process running Spark's driver JVM, if there is one
+    besides the ``known`` children (an earlier session's JVM that is still ending)."""
     with contextlib.suppress(OSError):
         for pid in _children(parent):
+            if pid in known:
+                continue
             with contextlib.suppress(OSError):
                 program, _, arguments = Path(f"/proc/{pid}/cmdline").read_bytes().partition(b"\0")
                 if program.rsplit(b"/", 1)[-1] == b"java" and SPARK_SUBMIT in arguments:
@@ -99,6 +102,7 @@ class CompilerPriority:
     def __init__(self, nice: int) -> None:
         self.nice = nice
         self.jvm: int | None = None
+        self.known = frozenset(_children(os.getpid()))  # not the JVM about to start
         self._session_started = threading.Event()
         self._thread = threading.Thread(
             target=self._run, name="onceflow-compiler-priority", daemon=True
@@ -116,7 +120,7 @@ class CompilerPriority:
     def session_started(self, jvm_pid: int | None) -> None:
         """``getOrCreate()`` returned: the JVM is ``jvm_pid`` (None: not a JVM this
         process started), whether or not the watcher found it yet."""
-        if self.jvm is None:
+        if jvm_pid is not None:
             self.jvm = jvm_pid
         if self.jvm is not None:
             lower_compiler_threads(self.jvm, self.nice)
@@ -126,17 +130,16 @@ class CompilerPriority:
         while self.jvm is None:
             if self._session_started.is_set():
                 return  # no JVM of this process's: nothing to do
-            found = _spark_submit_child(os.getpid())
-            if found is not None:
+            found = _spark_submit_child(os.getpid(), self.known)
+            if found is not None and self.jvm is None:
                 self.jvm = found
-            else:
+            elif found is None:
                 self._session_started.wait(FIND_INTERVAL_S)
-        jvm = self.jvm
         # HotSpot starts its compiler threads as it initializes, a few milliseconds after
         # the exec; a JVM without C2 threads by then (C1 only, -Xint) is only looked at again
         # once a second, for threads added as its queues grow.
         since = time.monotonic()
         lowered = False
         while (elapsed := time.monotonic() - since) < WATCH_S:
-            lowered = lower_compiler_threads(jvm, self.nice) > 0 or lowered
+            lowered = lower_compiler_threads(self.jvm, self.nice) > 0 or lowered
             time.sleep(FIND_INTERVAL_S if not lowered and elapsed < 1.0 else WATCH_INTERVAL_S)
