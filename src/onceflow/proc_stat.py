@@ -11,11 +11,13 @@ from pathlib import Path
 STATE = 3
 PARENT = 4  # the parent's pid
 FLAGS = 9
+NICE = 19
 START_TIME = 22  # clock ticks after boot
 
 
 def stat_fields(pid: int) -> dict[int, str]:
-    """Field number (proc(5)'s, from 3) -> value; OSError if there is no such process
+    """Field number (proc(5)'s, from 3) -> value (of a thread too: ``/proc/<tid>`` is there
+    for every thread id); OSError if there is no such process
     (FileNotFoundError) or no ``/proc``."""
     stat = Path(f"/proc/{pid}/stat").read_text()
     return dict(enumerate(stat[stat.rindex(")") + 2 :].split(), start=3))

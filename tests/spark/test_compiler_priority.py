@@ -23,6 +23,7 @@ JVM = r"""
 import json
 from pathlib import Path
 from pyspark.java_gateway import launch_gateway
+from onceflow.proc_stat import NICE, stat_fields
 from onceflow.spark.compiler_priority import C2_THREAD_PREFIX, CompilerPriority
 watcher = CompilerPriority.start()  # as local_session does: then the driver JVM starts
 gateway = launch_gateway()
@@ -30,9 +31,8 @@ found_first = watcher.jvm  # the watcher's own find, before it is told
 watcher.session_started(gateway.proc.pid)
 nice = {"C2": [], "other": [], "found": found_first == gateway.proc.pid}
 for task in Path(f"/proc/{gateway.proc.pid}/task").iterdir():
-    stat = (task / "stat").read_text()
     kind = "C2" if (task / "comm").read_text().startswith(C2_THREAD_PREFIX) else "other"
-    nice[kind].append(int(stat[stat.rindex(")") + 2 :].split()[16]))
+    nice[kind].append(int(stat_fields(int(task.name))[NICE]))
 print(json.dumps(nice))
 gateway.shutdown()
 """

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from onceflow.proc_stat import NICE, stat_fields
 from onceflow.spark import compiler_priority
 from onceflow.spark.compiler_priority import (
     DEFAULT_NICE,
@@ -47,11 +48,10 @@ time.sleep(60)
 
 def thread_nice(pid: int) -> dict[str, int]:
     """Thread name -> its nice value (proc(5): the stat field 19)."""
-    found = {}
-    for task in Path(f"/proc/{pid}/task").iterdir():
-        stat = (task / "stat").read_text()
-        found[(task / "comm").read_text().strip()] = int(stat[stat.rindex(")") + 2 :].split()[16])
-    return found
+    return {
+        (task / "comm").read_text().strip(): int(stat_fields(int(task.name))[NICE])
+        for task in Path(f"/proc/{pid}/task").iterdir()
+    }
 
 
 def test_only_the_c2_threads_are_lowered_once() -> None:
