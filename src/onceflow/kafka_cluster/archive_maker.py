@@ -31,4 +31,5 @@ def make_archive(java: str) -> Path | None:
         except KafkaClusterError:
             cluster.stop(graceful=False)
 
-    return make_once(archive_path(java), record, "onceflow-kafka-cds-")
+    binary = Path(java).resolve()
+    return make_once(archive_path(java), record, "onceflow-kafka-cds-", made_from=(binary,))

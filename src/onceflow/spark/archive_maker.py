@@ -12,7 +12,13 @@ import sys
 from pathlib import Path
 
 from onceflow.cds_archive import make_once
-from onceflow.spark.class_archive import QUIET, RECORD_OPTION, archive_path, java_binary
+from onceflow.spark.class_archive import (
+    QUIET,
+    RECORD_OPTION,
+    archive_path,
+    java_binary,
+    spark_jars,
+)
 
 # The JVM writes the archive (170 MB) as it exits: about 1 s on an idle 2-core machine, 28-35 s
 # beside four busy loops, and over 180 s once while a whole test suite started beside it.
@@ -64,7 +70,9 @@ def make_archive() -> Path | None:
     java = java_binary(java_home())
     if java is None:
         return None
-    return make_once(archive_path(java), _record, "onceflow-spark-cds-")
+    return make_once(
+        archive_path(java), _record, "onceflow-spark-cds-", made_from=(java, spark_jars())
+    )
 
 
 def main() -> int:
