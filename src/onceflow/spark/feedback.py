@@ -6,6 +6,13 @@ its own Python worker), so a StreamingQueryListener in the user's process looks 
 query's plan once, at its first progress, through Spark's JVM objects. Any change in
 those internals makes the check skip silently; it never affects the query.
 
+Spark calls a Python listener for every event of every query: each micro-batch's progress,
+and each trigger that found no data. PySpark's own bridge turns every event into Python
+objects first, some 60 py4j round trips for one progress event, which took a fifth of a
+core on Spark's listener thread and more in the driver's Python process in a two-query
+job on 2 cores. This listener's bridge (``_FirstProgressBridge``) asks the JVM for the
+query's id alone, and nothing for the other events.
+
 The listener is removed again when the interpreter exits. Spark calls a Python listener
 through py4j's callback server, which is gone once the Python process has ended; a script
 that ends without ``spark.stop()`` leaves the JVM to stop the session in its shutdown
@@ -69,11 +76,25 @@ class FeedbackLoopListener(StreamingQueryListener):
         self.spark = spark
         self.checked: set[str] = set()
 
+    @property
+    def _jlistener(self) -> Any:
+        """What the JVM calls (PySpark's property, with this module's lean bridge)."""
+        from pyspark import SparkContext
+
+        if getattr(self, "_jlistenerobj", None) is None:
+            streaming = SparkContext._jvm.org.apache.spark.sql.streaming  # type: ignore[union-attr]
+            bridge = _FirstProgressBridge(self)
+            self._jlistenerobj = streaming.PythonStreamingQueryListenerWrapper(bridge)
+        return self._jlistenerobj
+
     def onQueryStarted(self, event: Any) -> None:
         pass
 
     def onQueryProgress(self, event: Any) -> None:
-        query_id = str(event.progress.id)
+        self.first_progress(str(event.progress.id))
+
+    def first_progress(self, query_id: str) -> None:
+        """Check query ``query_id``'s plan, once."""
         if query_id in self.checked:
             return
         self.checked.add(query_id)
@@ -81,12 +102,13 @@ class FeedbackLoopListener(StreamingQueryListener):
             query = self.spark.streams.get(query_id)
             plan = query._jsq.streamingQuery().logicalPlan()
             topics = feedback_topics(plan)
+            name = query.name if topics else None
         except Exception as error:  # internals differ: skip the check, never the query
             log.debug("feedback-loop check skipped: %s", error)
             return
         for topic in topics:
             message = (
-                f"query {event.progress.name or query_id}: the onceflow-kafka sink writes to "
+                f"query {name or query_id}: the onceflow-kafka sink writes to "
                 f"topic {topic!r}, which the query's onceflow source also reads; every "
                 "record written will be read and written again"
             )
@@ -98,6 +120,29 @@ class FeedbackLoopListener(StreamingQueryListener):
 
     def onQueryTerminated(self, event: Any) -> None:
         pass
+
+
+class _FirstProgressBridge:
+    """The JVM's side of the listener: a progress event costs three py4j calls (its
+    query's id), the other events none."""
+
+    def __init__(self, listener: FeedbackLoopListener) -> None:
+        self.listener = listener
+
+    def onQueryStarted(self, jevent: Any) -> None:
+        pass
+
+    def onQueryProgress(self, jevent: Any) -> None:
+        self.listener.first_progress(jevent.progress().id().toString())
+
+    def onQueryIdle(self, jevent: Any) -> None:
+        pass
+
+    def onQueryTerminated(self, jevent: Any) -> None:
+        pass
+
+    class Java:
+        implements = ["org.apache.spark.sql.streaming.PythonStreamingQueryListener"]
 
 
 def watch_for_feedback_loops(spark: Any) -> None:
