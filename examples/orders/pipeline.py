@@ -140,17 +140,15 @@ def run(spark: SparkSession, queries: list) -> None:
     """Report each micro-batch on stdout until a query fails (exit 1) or SIGTERM comes."""
     signal.signal(signal.SIGTERM, lambda *_: stopping.set())
     print("pipeline started", flush=True)
-    reported: set[tuple[str, str]] = set()
+    names = [query.name for query in queries]
+    seen: dict[str, tuple[int, str]] = {}  # query name -> its last update's batch and time
     try:
         while all(query.isActive for query in queries) and not stopping.is_set():
-            for query in queries:
-                for progress in query.recentProgress:
-                    if (
-                        progress["numInputRows"]
-                        and (query.name, progress["timestamp"]) not in reported
-                    ):
-                        reported.add((query.name, progress["timestamp"]))
-                        print("progress", json.dumps(batch_summary(query.name, progress)))
+            for name, query in zip(names, queries, strict=True):
+                for progress in new_progress(query, seen.get(name, (-1, ""))):
+                    seen[name] = (progress["batchId"], progress["timestamp"])
+                    if progress["numInputRows"]:
+                        print("progress", json.dumps(batch_summary(name, progress)))
             sys.stdout.flush()
             stopping.wait(0.2)
         for query in queries:
@@ -164,6 +162,24 @@ def run(spark: SparkSession, queries: list) -> None:
         for query in queries:
             query.stop()
         spark.stop()
+
+
+def new_progress(query, seen: tuple[int, str]) -> list:
+    """The query's progress updates after the one ``seen`` (its batch id and timestamp),
+    oldest first.
+
+    ``lastProgress`` is one py4j call; ``recentProgress`` turns up to 100 updates into Python
+    objects, which polled five times a second cost the driver more than its queries' own
+    planning. It is asked only when more than one batch ended since the last look. (An
+    update without data, every 10 s of an idle query, has the next batch's id.)
+    """
+    last_batch, last_time = seen
+    last = query.lastProgress
+    if last is None or last["timestamp"] <= last_time:
+        return []
+    if last["batchId"] <= last_batch + 1:
+        return [last]
+    return [p for p in query.recentProgress if p["timestamp"] > last_time]
 
 
 def reason(error: str) -> str:
