@@ -4,6 +4,7 @@ argument says, so that a test can see what the forked child got."""
 from __future__ import annotations
 
 import atexit
+import gc
 import json
 import os
 import signal
@@ -22,6 +23,8 @@ def report() -> None:
                 "probe": os.environ.get("PROBE"),
                 "path0": sys.path[0],
                 "name": __name__,
+                "frozen": gc.get_freeze_count(),
+                "tracked": len(gc.get_objects()),
             }
         ),
         flush=True,

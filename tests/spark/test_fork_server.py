@@ -71,6 +71,14 @@ def test_the_child_has_the_clients_arguments_directory_and_environment(server, t
     assert (seen["cwd"], seen["path0"], seen["probe"]) == (str(tmp_path), str(tmp_path), "mine")
 
 
+def test_the_preloaded_modules_objects_are_out_of_the_childs_collections(server):
+    """PySpark's daemon runs a full gc.collect() after every task of a reused worker: it
+    must not walk the tens of thousands of objects of pyspark, pyarrow and onceflow."""
+    seen = report(server)
+    assert seen["frozen"] > 20_000
+    assert seen["tracked"] < seen["frozen"] / 4
+
+
 def test_standard_streams_and_exit_codes_pass_through(server):
     echo = client(server, "echo")
     assert echo.communicate("a line\n", timeout=30) == ("a line\n", "")
