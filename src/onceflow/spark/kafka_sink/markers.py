@@ -36,6 +36,22 @@ MIN_PARTITIONS = 8
 MARKER_REPLICAS = 3  # copies of the marker topic, as Kafka's internal topics (fewer brokers: all)
 
 
+def marker_topic_config(replicas: int) -> dict[str, str]:
+    """The marker topic's configs for ``replicas`` copies.
+
+    With fewer copies than ``MARKER_REPLICAS`` (a smaller cluster, or one created while a
+    broker was down: only the brokers up count) the topic takes writes while one copy is
+    left (``min.insync.replicas`` 1). With the cluster's default of 2 (a 3-node cluster's
+    usual setting) a marker topic made with 2 copies while the third node was down stopped
+    every sink task that wrote to a partition of it at the next node's death, until that
+    node came back: the sink's ``unavailableTimeoutMs`` then failed the query.
+    """
+    config = {"cleanup.policy": "compact"}
+    if replicas < MARKER_REPLICAS:
+        config["min.insync.replicas"] = "1"
+    return config
+
+
 class MarkerError(RuntimeError):
     """The marker topic cannot be created or read."""
 
@@ -120,11 +136,12 @@ class TopicMarkers:
                     # broker default of 1 a node's death would stop every sink task that
                     # reads its marker partition
                     brokers = len(admin.list_topics(timeout=self.timeout).brokers)
+                    replicas = max(1, min(MARKER_REPLICAS, brokers))
                     new = NewTopic(
                         self.topic,
                         max(MIN_PARTITIONS, partition + 1),
-                        max(1, min(MARKER_REPLICAS, brokers)),
-                        config={"cleanup.policy": "compact"},
+                        replicas,
+                        config=marker_topic_config(replicas),
                     )
                     futures = admin.create_topics([new])
                 else:
