@@ -280,7 +280,12 @@ def running_apache_kafka_cluster(
     one whose leaders' followers a fault can cut off (prove's leader faults)."""
     from onceflow.kafka_cluster import KafkaCluster, KafkaClusterError
 
-    cluster = KafkaCluster(3, directory=directory, replication_proxies=replication_proxies)
+    # The nodes stand for machines of their own: on this shared machine the tests' Spark
+    # jobs must not starve their controllers (a new active controller whose events took
+    # 4-10 s fenced a live broker and resigned, leaving partitions without a leader).
+    cluster = KafkaCluster(
+        3, directory=directory, replication_proxies=replication_proxies, niceness=-5
+    )
     try:
         cluster.start()
     except KafkaClusterError as error:

@@ -34,7 +34,12 @@ from onceflow.kafka_cluster import jars
 from onceflow.kafka_cluster.class_archive import existing_archive
 from onceflow.kafka_cluster.errors import KafkaClusterError
 from onceflow.kafka_cluster.node import DEFAULT_HEAP, FAST_START_OPTIONS, KafkaNode, find_java
-from onceflow.kafka_cluster.probe import coordinator_partition, node_metadata, wait_for_every_node
+from onceflow.kafka_cluster.probe import (
+    coordinator_partition,
+    node_metadata,
+    quorum,
+    wait_for_every_node,
+)
 from onceflow.kafka_cluster.secured import LISTENER as SECURED
 from onceflow.kafka_cluster.secured import SecuredListener
 from onceflow.kafka_cluster.settings import default_properties
@@ -65,6 +70,7 @@ class KafkaCluster:
         class_archive: bool = True,
         secured: SecuredListener | None = None,
         replication_proxies: bool = False,
+        niceness: int = 0,
     ) -> None:
         """``directory`` keeps the nodes' data (a temporary one is deleted by ``stop``);
         ``port`` is node 1's broker port, node N gets ``port + N - 1`` (0: free ports);
@@ -72,7 +78,9 @@ class KafkaCluster:
         class-data archive of Kafka's classes when one was made (class_archive.py);
         ``secured``: a SASL_SSL listener on every node too, with ACLs (secured.py);
         ``replication_proxies``: the nodes replicate through proxies ``cut_replication``
-        can cut."""
+        can cut; ``niceness``: the nodes' scheduling priority (below 0: ahead of the other
+        processes of a shared machine, as nodes of their own would be; it needs
+        CAP_SYS_NICE, without which the nodes run at the default)."""
         if nodes < 1:
             raise ValueError("a cluster needs at least one node")
         self.size = nodes
@@ -87,6 +95,7 @@ class KafkaCluster:
         self.class_archive = class_archive
         self.secured = secured
         self.replication_proxies = replication_proxies
+        self.niceness = niceness
         self._replication_links: dict[int, TcpProxy] = {}  # node -> the proxy in front of it
         self._replication_ports: dict[int, tuple[int, int]] = {}  # node -> (its own, proxy's)
         self.cluster_id = _random_cluster_id()
@@ -405,6 +414,51 @@ class KafkaCluster:
                 )
             time.sleep(0.2)
 
+    def wait_all_in_sync(self, timeout: float = 60.0) -> None:
+        """Until no partition of any topic (internal ones too) has a replica out of its
+        ISR: an operator's "no under-replicated partitions" before the next restart."""
+        deadline = time.monotonic() + timeout
+        while True:
+            lagging = [
+                f"{name}-{index}"
+                for name, topic in self.metadata().topics.items()
+                if topic.error is None
+                for index, partition in topic.partitions.items()
+                if sorted(partition.isrs) != sorted(partition.replicas)
+            ]
+            if not lagging:
+                return
+            if time.monotonic() > deadline:
+                raise KafkaClusterError(
+                    f"partitions {sorted(lagging)[:10]} not fully in sync after {timeout:.0f}s"
+                )
+            time.sleep(0.2)
+
+    def wait_quorum_caught_up(self, timeout: float = 60.0) -> None:
+        """Until the controller quorum has a leader and every running voter has copied the
+        metadata log up to a high watermark the leader reported after the call began: a
+        restarted node is a voter the quorum can fail over to, not one still catching up."""
+        deadline = time.monotonic() + timeout
+        target: int | None = None
+        while True:
+            try:
+                view = quorum(self._running_bootstrap().split(",")[0])
+            except OSError:
+                view = None
+            if view is not None and view.leader >= 0:
+                if target is None:
+                    target = view.high_watermark
+                behind = [
+                    node for node in self._running_ids() if view.voters.get(node, -1) < target
+                ]
+                if not behind:
+                    return
+            if time.monotonic() > deadline:
+                raise KafkaClusterError(
+                    f"controller quorum not caught up after {timeout:.0f}s: {view}"
+                )
+            time.sleep(0.2)
+
     def rss_bytes(self) -> dict[int, int | None]:
         """Resident memory of each node's JVM."""
         return {node_id: node.rss_bytes() for node_id, node in self.nodes.items()}
@@ -481,6 +535,7 @@ class KafkaCluster:
                 jvm_options=jvm_options,
                 listener_ports={k: v for k, v in listeners.items() if k != "PLAINTEXT"},
                 format_args=self.secured.format_args() if self.secured is not None else (),
+                niceness=self.niceness,
             )
             node.write_config()
             nodes[node_id] = node

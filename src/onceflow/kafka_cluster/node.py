@@ -67,12 +67,14 @@ class KafkaNode:
         jvm_options: Sequence[str] = FAST_START_OPTIONS,
         listener_ports: Mapping[str, int] | None = None,
         format_args: Sequence[str] = (),
+        niceness: int = 0,
     ) -> None:
         """``listener_ports``: other client listeners than PLAINTEXT (name -> port);
         ``format_args``: more arguments of ``kafka-storage format`` (SCRAM users)."""
         self.node_id = node_id
         self.listener_ports = dict(listener_ports or {})
         self.format_args = list(format_args)
+        self.niceness = niceness
         self.directory = Path(directory)
         self.broker_port = broker_port
         self.controller_port = controller_port
@@ -190,8 +192,11 @@ class KafkaNode:
         self._output_offset = _size(self.jvm_output_path)
         output = open(self.jvm_output_path, "ab")  # noqa: SIM115  (the child's)
         with output:
+            # nice(1) runs the JVM at the default priority, with a warning, where it may
+            # not raise it.
+            nice = ["nice", "-n", str(self.niceness)] if self.niceness else []
             self.process = children.popen(
-                [*self._java_command("kafka.Kafka"), str(self.config_path)],
+                [*nice, *self._java_command("kafka.Kafka"), str(self.config_path)],
                 stdout=output,
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,

@@ -11,6 +11,9 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from kio.schema.describe_quorum.v1.request import DescribeQuorumRequest
+from kio.schema.describe_quorum.v1.request import PartitionData as QuorumPartition
+from kio.schema.describe_quorum.v1.request import TopicData as QuorumTopic
 from kio.schema.metadata.v12.request import MetadataRequest, MetadataRequestTopic
 
 from onceflow.protocol.client import WireClient
@@ -50,6 +53,44 @@ def node_metadata(address: str, topics: tuple[str, ...] = (), timeout: float = 2
         for topic in known
     }
     return NodeView(frozenset(int(b.node_id) for b in response.brokers), leaders, isrs)
+
+
+@dataclass(frozen=True, slots=True)
+class QuorumView:
+    """The KRaft controller quorum as its leader sees it: the leader (-1: none), the
+    metadata log's high watermark and each voter's log end offset (-1: unknown)."""
+
+    leader: int
+    high_watermark: int
+    voters: dict[int, int]
+
+
+def quorum(address: str, timeout: float = 2.0) -> QuorumView:
+    """DescribeQuorum of ``__cluster_metadata`` through the node at ``address`` (a broker
+    forwards it to the active controller); OSError if it cannot answer."""
+    client = WireClient(address, timeout)
+    try:
+        response = client.request(
+            DescribeQuorumRequest,
+            topics=(
+                QuorumTopic(
+                    topic_name="__cluster_metadata",
+                    partitions=(QuorumPartition(partition_index=0),),
+                ),
+            ),
+        )
+    finally:
+        client.close()
+    if response.error_code != 0 or not response.topics:
+        return QuorumView(-1, -1, {})
+    partition = response.topics[0].partitions[0]
+    if partition.error_code != 0:
+        return QuorumView(-1, -1, {})
+    return QuorumView(
+        int(partition.leader_id),
+        int(partition.high_watermark),
+        {int(v.replica_id): int(v.log_end_offset) for v in partition.current_voters},
+    )
 
 
 def wait_for_every_node(
