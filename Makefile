@@ -186,7 +186,7 @@ bench: venv bytecode system-deps kafka-jars spark-archive $(VENV)/.bench-install
 	$(BIN)/python benchmarks/patterns.py --records 20000 --repeats 3 --postgres \
 		--modes db/at_least_once,'db/exactly_once db_offsets','db/exactly_once inbox'
 	$(SPARK_CONNECTOR_VENV)/bin/python benchmarks/spark_connector.py --engines onceflow,kafka \
-		--records 500000 --repeat 3
+		--records 2000000 --repeat 3
 	$(SPARK_CONNECTOR_VENV)/bin/python benchmarks/spark_first_query.py --jvm --rounds 3
 	$(SPARK_CONNECTOR_VENV)/bin/python benchmarks/spark_latency.py
 	$(BIN)/python benchmarks/spark_pipeline.py

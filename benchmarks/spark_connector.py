@@ -29,8 +29,10 @@ about 60 bytes (as benchmarks/spark_pipeline.py's). Then, ``--repeat`` times, in
 Both sources read ``read_committed`` (the JVM connector is given
 ``kafka.isolation.level=read_committed``; onceflow's source defaults to it). Every run
 checks the row count. Printed: records/s per mode and engine (median, min-max), and the
-ratios onceflow/jvm (batch, AvailableNow) and onceflow batch/consumer, with the machine's
-load average at the start and the end.
+ratios onceflow/jvm (batch, AvailableNow) and onceflow batch/consumer, each batch source's
+fixed cost (a read of one record per partition: planning, job and tasks, which the plain
+consumer's figure, timed from ``assign()``, does not pay), with the machine's load average at
+the start and the end.
 """
 
 from __future__ import annotations
@@ -183,6 +185,19 @@ def main() -> int:
             fill(engine.bootstrap, topic, 50_000, args.partitions)
             for mode in modes:
                 warm.run(mode, engine, topic)
+        # A batch read's fixed cost: one record per partition, every run below pays it once.
+        fixed: dict[tuple[str, str], float] = {}
+        for engine in engines:
+            topic = f"tiny-{uuid.uuid4().hex[:8]}"
+            create_topics(engine.bootstrap, [topic], args.partitions)
+            fill(engine.bootstrap, topic, args.partitions, args.partitions)
+            tiny = Modes(spark, argparse.Namespace(**{**vars(args), "records": args.partitions}),
+                         work)  # fmt: skip
+            for source in ("onceflow", "jvm"):
+                if f"{source}-batch" in modes:
+                    fixed[(engine.name, source)] = statistics.median(
+                        tiny.batch(source, engine.bootstrap, topic) for _ in range(5)
+                    )
         print(f"machine load at start: {load()}", flush=True)
         for repetition in range(args.repeat):
             for engine in engines:
@@ -226,6 +241,9 @@ def main() -> int:
                     f" (within repetitions median {statistics.median(paired):.2f}x,"
                     f" {min(paired):.2f}x-{max(paired):.2f}x)"
                 )
+    for (engine, source), seconds in fixed.items():
+        print(f"{engine}: {source}-batch of {args.partitions} records (one per partition), "
+              f"the fixed cost in every batch read: {seconds:.3f} s (median of 5)")  # fmt: skip
     print(f"machine load at end: {load()}")
     return 0
 
