@@ -127,13 +127,13 @@ class _Columns:
         """Data messages (no errors) of one partition, in offset order, with their offsets."""
         self.keys += map(_KEY, messages)
         self.values += map(_VALUE, messages)
-        if self.offsets is None and isinstance(offsets, range):
-            if self.count == 0:
+        if self.offsets is None:
+            if self.count == 0 and isinstance(offsets, range):
                 self.first_offset = offsets.start
-            elif offsets.start != self.first_offset + self.count:
+            elif not (
+                isinstance(offsets, range) and offsets.start == self.first_offset + self.count
+            ):
                 self.offsets = list(range(self.first_offset, self.first_offset + self.count))
-        elif self.offsets is None:
-            self.offsets = list(range(self.first_offset, self.first_offset + self.count))
         if self.offsets is not None:
             self.offsets += offsets
         self.count += len(offsets)
