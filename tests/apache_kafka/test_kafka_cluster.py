@@ -16,7 +16,7 @@ from confluent_kafka import Consumer, KafkaError, Producer
 from confluent_kafka.admin import AdminClient
 
 from onceflow.kafka_cluster import KAFKA_VERSION, KafkaCluster
-from onceflow.kafka_cluster.probe import node_metadata
+from onceflow.kafka_cluster.probe import node_metadata, quorum
 from tests.kit.wait import wait_until
 
 
@@ -177,6 +177,34 @@ def test_with_two_nodes_down_acks_all_is_never_acknowledged_until_one_returns(
         values = consume_values(cluster.bootstrap, topic, 10)
         assert [v for v in values if v >= 100] == list(range(100, 110))
         assert len(values) == len(set(values))
+    finally:
+        cluster.heal()
+
+
+def test_a_restarted_active_controller_catches_up_as_a_voter(
+    apache_kafka_cluster, apache_kafka_topic_factory
+):
+    """The active controller killed, metadata changed without it (a new topic), the node
+    restarted: ``wait_quorum_caught_up`` returns once DescribeQuorum shows a leader and
+    every voter's log at least at the high watermark of the change."""
+    cluster = apache_kafka_cluster
+    first = quorum(cluster.node(1).bootstrap)
+    assert first.leader in (1, 2, 3) and sorted(first.voters) == [1, 2, 3], first
+    others = [n for n in (1, 2, 3) if n != first.leader]
+    try:
+        cluster.kill(first.leader)
+        apache_kafka_topic_factory()
+
+        def new_leader():
+            view = quorum(cluster.node(others[0]).bootstrap)
+            return view if view.leader in others else None
+
+        changed = wait_until(new_leader, 30, 0.2, what="a new active controller")
+        cluster.start_node(first.leader)
+        cluster.wait_quorum_caught_up(timeout=60)
+        view = quorum(cluster.node(first.leader).bootstrap)
+        assert view.leader in (1, 2, 3)
+        assert all(view.voters[n] >= changed.high_watermark for n in (1, 2, 3)), view
     finally:
         cluster.heal()
 
