@@ -182,3 +182,117 @@ def test_stream_bad_option_fails_at_start(spark):
         stream(spark, "127.0.0.1:1", subscribe="x", endingOffsets="latest").writeStream.format(
             "memory"
         ).queryName("never").start().awaitTermination(30)
+
+
+class LiveProducer:
+    """A producer writing keyed records to every partition of a topic until stopped, as a
+    topic being written while a query starts is."""
+
+    def __init__(self, bootstrap: str, topic: str) -> None:
+        import threading
+
+        from confluent_kafka import Producer
+
+        self.producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
+        self.topic = topic
+        self.stopped = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        n = 0
+        while not self.stopped.is_set():
+            for _ in range(100):
+                self.producer.produce(self.topic, value=b"v%d" % n, key=b"k%d" % (n % 50))
+                n += 1
+            self.producer.poll(0)
+            self.stopped.wait(0.02)
+
+    def stop(self) -> None:
+        self.stopped.set()
+        self.thread.join(10)
+        assert self.producer.flush(30) == 0
+
+
+def test_the_default_starting_offsets_on_a_topic_being_written(
+    spark, kafka_broker, topic, tmp_path
+):
+    """No startingOffsets (streaming's default, latest) while a producer writes: every
+    record after the first micro-batch's end is read once, none fails the query. Spark asks
+    the source for its initial offsets when it plans the first batch and again when it runs
+    it: "latest" must not move between the two."""
+    bootstrap = kafka_broker.bootstrap
+    create_topic(bootstrap, topic, partitions=6)
+    seen: list[tuple[int, int]] = []
+    producer = LiveProducer(bootstrap, topic)
+    query = (
+        stream(spark, bootstrap, subscribe=topic)
+        .writeStream.foreachBatch(
+            lambda df, _id: seen.extend(
+                (r.partition, r.offset) for r in df.select("partition", "offset").collect()
+            )
+        )
+        .option("checkpointLocation", str(tmp_path / "cp"))
+        .trigger(processingTime="200 milliseconds")
+        .start()
+    )
+    try:
+        wait_until(
+            lambda: query.exception() is not None or len(batch_sizes(query)) >= 3,
+            120, 0.2, what="three micro-batches with records",
+        )  # fmt: skip
+        producer.stop()
+        if query.exception() is None:
+            query.processAllAvailable()
+    finally:
+        producer.stop()
+        query.stop()
+    assert query.exception() is None, query.exception()
+    ends = [json.loads(p["sources"][0]["endOffset"])[topic] for p in query.recentProgress]
+    first_end = {int(p): offset for p, offset in ends[0].items()}
+    last_end = {int(p): offset for p, offset in ends[-1].items()}
+    assert len(seen) == len(set(seen)), "a record read twice"
+    assert sorted(seen) == sorted(
+        (p, o) for p in range(6) for o in range(first_end[p], last_end[p])
+    )
+    assert sum(last_end.values()) - sum(first_end.values()) > 0
+
+
+@pytest.mark.parametrize(
+    "starting", ["latest", None, "json"], ids=["latest", "default", "json-with-minus-one"]
+)
+def test_a_first_batch_from_latest_is_the_same_every_time_spark_asks(kafka_broker, topic, starting):
+    """What Spark asks the source about a query's first micro-batch, asked again after
+    more records arrived, as Spark does when it runs the batch and when it runs it again
+    after a crash: the same initial offsets, the same (empty) ranges."""
+    from onceflow.spark.kafka_source.options import parse_options
+    from onceflow.spark.kafka_source.stream_reader import OnceflowStreamReader
+
+    bootstrap = kafka_broker.bootstrap
+    create_topic(bootstrap, topic, partitions=2)
+    produce(bootstrap, topic, [b"old"] * 5, partition=0)
+    produce(bootstrap, topic, [b"old"] * 3, partition=1)
+    options = {"kafka.bootstrap.servers": bootstrap, "subscribe": topic}
+    if starting == "json":
+        options["startingOffsets"] = json.dumps({topic: {"0": -1, "1": 1}})
+    elif starting is not None:
+        options["startingOffsets"] = starting
+    reader = OnceflowStreamReader(parse_options(options, batch=False))
+    try:
+        initial = reader.initialOffset()
+        end = reader.latestOffset(initial, reader.getDefaultReadLimit())
+        ranges = [p.range for p in reader.partitions(initial, end)]
+        produce(bootstrap, topic, [b"new"] * 4, partition=0)
+        produce(bootstrap, topic, [b"new"] * 2, partition=1)
+        assert reader.initialOffset() == initial
+        again = OnceflowStreamReader(parse_options(options, batch=False))  # after a restart
+        assert again.initialOffset() == initial
+        assert [p.range for p in again.partitions(again.initialOffset(), end)] == ranges
+        again.stop()
+    finally:
+        reader.stop()
+    assert end == {topic: {"0": 5, "1": 3}}
+    if starting == "json":  # partition 1 starts at the offset given
+        assert [(r.partition, r.start, r.end) for r in ranges] == [(1, 1, 3)]
+    else:
+        assert ranges == []

@@ -19,7 +19,14 @@ from pyspark.sql.streaming.datasource import (
 )
 
 from onceflow.spark.kafka_source.offset_reader import OffsetReader
-from onceflow.spark.kafka_source.offsets import OffsetMap, from_spark, limit_offsets, to_spark
+from onceflow.spark.kafka_source.offsets import (
+    LATEST,
+    LATEST_OFFSET,
+    OffsetMap,
+    from_spark,
+    limit_offsets,
+    to_spark,
+)
 from onceflow.spark.kafka_source.options import OnceflowOptionError, SourceOptions, one_line_errors
 from onceflow.spark.kafka_source.reader import report_data_loss
 from onceflow.spark.kafka_source.tasks import range_partitions, read_partition, read_settings
@@ -49,12 +56,20 @@ class OnceflowStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     # -- driver ----------------------------------------------------------------------
 
     def initialOffset(self) -> dict:
+        """Where a query without a checkpointed batch starts. Spark asks again when it runs
+        the first batch, and again for that batch after a restart, and never stores the
+        answer: it must not change. A partition starting at the latest offset therefore
+        answers -1 (latest), and the first batch starts it where that batch ends."""
         with one_line_errors():
             partitions = self.offsets.partitions()
-            start = self.offsets.resolve(
-                self.options.starting_offsets, partitions, "startingOffsets"
-            )
-        log.info("onceflow source starts at %s", start)
+            spec = self.options.starting_offsets
+            if spec == LATEST:
+                start = dict.fromkeys(partitions, LATEST_OFFSET)
+            else:
+                start = self.offsets.resolve(spec, partitions, "startingOffsets")
+                if isinstance(spec, dict):
+                    start.update({tp: o for tp, o in spec.items() if o == LATEST_OFFSET})
+        log.info("onceflow source starts at %s (-1: where the first micro-batch ends)", start)
         return to_spark(start)
 
     def getDefaultReadLimit(self) -> ReadLimit:
@@ -73,9 +88,10 @@ class OnceflowStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def _latest_offset(self, start: dict, limit: ReadLimit) -> dict:
         begin = from_spark(start)
+        at_end = [tp for tp, offset in begin.items() if offset == LATEST_OFFSET]
         # Spark asks only once the batch ending at ``start`` is done (or none ran yet):
         # the group gets it now, not one batch late when ``commit`` would say so.
-        self._publish(begin)
+        self._publish({tp: offset for tp, offset in begin.items() if offset >= 0})
         partitions = self.offsets.partitions()
         if self._target is not None:
             partitions = [tp for tp in partitions if tp in self._target or tp in begin]
@@ -94,12 +110,14 @@ class OnceflowStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         new = [tp for tp in latest if tp not in begin]
         first = dict(begin)
         first.update(self.offsets.earliest(new))
+        first.update({tp: latest[tp] for tp in at_end if tp in latest})
         for tp, offset in latest.items():
             if tp not in first:
                 continue  # vanished between the two requests
             if self._target is not None:  # AvailableNow: never past the recorded target
                 offset = min(offset, self._target.get(tp, first[tp]))
             end[tp] = offset
+        first.update({tp: end[tp] for tp in at_end if tp in end})  # an empty first batch
 
         if isinstance(limit, ReadMaxRows):
             growing = {tp: o for tp, o in end.items() if o >= first[tp]}
@@ -117,8 +135,11 @@ class OnceflowStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             return self._partitions(start, end)
 
     def _partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
-        begin = from_spark(start)
         stop = from_spark(end)
+        begin = {
+            tp: stop.get(tp, offset) if offset == LATEST_OFFSET else offset
+            for tp, offset in from_spark(start).items()
+        }
         new = [tp for tp in stop if tp not in begin]
         if new:
             earliest = self.offsets.earliest(new)
