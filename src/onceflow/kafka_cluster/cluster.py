@@ -417,47 +417,37 @@ class KafkaCluster:
     def wait_all_in_sync(self, timeout: float = 60.0) -> None:
         """Until no partition of any topic (internal ones too) has a replica out of its
         ISR: an operator's "no under-replicated partitions" before the next restart."""
-        deadline = time.monotonic() + timeout
-        while True:
-            lagging = [
+
+        def lagging() -> str | None:
+            found = [
                 f"{name}-{index}"
                 for name, topic in self.metadata().topics.items()
                 if topic.error is None
                 for index, partition in topic.partitions.items()
                 if sorted(partition.isrs) != sorted(partition.replicas)
             ]
-            if not lagging:
-                return
-            if time.monotonic() > deadline:
-                raise KafkaClusterError(
-                    f"partitions {sorted(lagging)[:10]} not fully in sync after {timeout:.0f}s"
-                )
-            time.sleep(0.2)
+            return f"partitions {sorted(found)[:10]} not fully in sync" if found else None
+
+        _poll(lagging, timeout)
 
     def wait_quorum_caught_up(self, timeout: float = 60.0) -> None:
         """Until the controller quorum has a leader and every running voter has copied the
         metadata log up to a high watermark the leader reported after the call began: a
         restarted node is a voter the quorum can fail over to, not one still catching up."""
-        deadline = time.monotonic() + timeout
-        target: int | None = None
-        while True:
+        target: list[int] = []
+
+        def behind() -> str | None:
             try:
                 view = quorum(self._running_bootstrap().split(",")[0])
-            except OSError:
-                view = None
-            if view is not None and view.leader >= 0:
-                if target is None:
-                    target = view.high_watermark
-                behind = [
-                    node for node in self._running_ids() if view.voters.get(node, -1) < target
-                ]
-                if not behind:
-                    return
-            if time.monotonic() > deadline:
-                raise KafkaClusterError(
-                    f"controller quorum not caught up after {timeout:.0f}s: {view}"
-                )
-            time.sleep(0.2)
+            except OSError as error:
+                return f"controller quorum did not answer ({error})"
+            if view.leader < 0:
+                return f"controller quorum has no leader: {view}"
+            target[:] = target or [view.high_watermark]
+            late = [n for n in self._running_ids() if view.voters.get(n, -1) < target[0]]
+            return f"controller quorum voters {late} behind offset {target[0]}" if late else None
+
+        _poll(behind, timeout)
 
     def rss_bytes(self) -> dict[int, int | None]:
         """Resident memory of each node's JVM."""
@@ -579,6 +569,16 @@ class KafkaCluster:
     def _require_started(self) -> None:
         if not self.nodes:
             raise KafkaClusterError("the cluster was not started")
+
+
+def _poll(check: Callable[[], str | None], timeout: float) -> None:
+    """Call ``check`` every 0.2 s until it returns None; KafkaClusterError with its last
+    answer (what is still missing) after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while (missing := check()) is not None:
+        if time.monotonic() > deadline:
+            raise KafkaClusterError(f"{missing} after {timeout:.0f}s")
+        time.sleep(0.2)
 
 
 def _admin(bootstrap: str) -> Any:
