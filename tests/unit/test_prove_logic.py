@@ -315,3 +315,43 @@ def test_duplicates_after_only_coordinator_cuts_blame_an_unfenced_zombie(tmp_pat
     causes = explain(target, [broken])
     assert [c.name for c in causes] == ["a zombie's writes not fenced"]
     assert "compare-and-set" in causes[0].fix
+
+
+@pytest.mark.parametrize(
+    ("source", "named"),
+    [
+        ('spark.readStream.format("onceflow").option("subscribe", t).load()', "startingOffsets"),
+        ('Consumer({"group.id": "g"}); c.subscribe([t])', "auto.offset.reset"),
+        ('spark.readStream.format("onceflow").option("startingOffsets", "earliest")', None),
+        ('Consumer({"group.id": "g", "auto.offset.reset": "earliest"})', None),
+    ],
+)
+def test_missing_first_records_blame_a_start_at_the_latest_offsets(
+    tmp_path: Path, source: str, named: str | None
+) -> None:
+    """Each partition's first records missing, nothing else: a pipeline that starts at
+    the latest offsets never read them. Missing records elsewhere are not that."""
+    from types import SimpleNamespace
+
+    from onceflow.prove.explain import explain
+    from onceflow.verify.audit import InputEvent, OutputRecord, Sink, audit
+
+    target = SimpleNamespace(
+        plan=None, sources={"job.py": source}, outputs=[], mapping=SimpleNamespace(id_field="id")
+    )
+    events = [InputEvent(f"k{p}-{n}", f"k{p}", p, n) for p in (0, 1) for n in range(5)]
+    proof = fake_proof(tmp_path, broken=False)
+    trial = proof.trials[0]
+
+    def causes(read):
+        rows = [OutputRecord(e.id, e.key, i) for i, e in enumerate(e for e in events if read(e))]
+        trial.report = audit(events, [Sink("table:orders", rows)])
+        return [c for c in explain(target, [trial]) if c.name == "starts at the latest offsets"]
+
+    found = causes(lambda e: e.offset >= (2 if e.partition == 0 else 1))
+    if named is None:
+        assert found == []
+        return
+    assert len(found) == 1 and named in found[0].evidence and "earliest" in found[0].fix
+    assert "partition 0: offsets 0-1, partition 1: offsets 0-0" in found[0].evidence
+    assert causes(lambda e: e.offset != 3) == []  # a record lost in the middle

@@ -41,6 +41,11 @@ JAVA_CONSUMER = re.compile(r"\bnew\s+KafkaConsumer\b")
 KAFKAJS_RUN = re.compile(r"\.run\(\s*\{")
 CONSUMER_NAME = re.compile(r"\b(\w+)\s*=\s*(?:[\w.]+\.)?(?:Deserializing)?Consumer\s*\(")
 DATABASE_NAME = re.compile(r"\b(\w+)\s*=\s*(?:sqlite3|psycopg|psycopg2)\.connect\s*\(")
+SPARK_STREAM = re.compile(r"\breadStream\b")
+STARTS_AT_EARLIEST = re.compile(
+    r"""(startingOffsets|auto\.offset\.reset|AUTO_OFFSET_RESET_CONFIG)["']?\s*[,:=)]\s*"""
+    r"""(["'](earliest|smallest|beginning|\{)|\S*EARLIEST)|fromBeginning\s*:\s*true""",
+)
 ZOMBIE_FAULTS = (COORDINATOR_CUT, PAUSE)  # a worker goes on after its partitions moved
 
 
@@ -91,11 +96,52 @@ def explain(target: Target, trials: Sequence[TrialResult]) -> list[Cause]:
         causes += _runner_causes(target, lost, duplicated)
     for name, text in target.sources.items():
         causes += _source_causes(name, text, target, lost, duplicated)
+    if lost:
+        causes += _started_at_latest(trials, target)
     if duplicated:
         zombie = _zombie(trials)
         causes += zombie
         causes += _missing_unique_keys(trials, target, offsets_advice=not zombie)
     return list(dict.fromkeys(causes))
+
+
+def _started_at_latest(trials: Sequence[TrialResult], target: Target) -> list[Cause]:
+    """Missing events that are the first records of their input partitions, and nothing
+    else: written before the pipeline first read, by a pipeline that starts at the latest
+    offsets (Kafka's auto.offset.reset and Spark's streaming startingOffsets default)."""
+    texts = list(target.sources.values())
+    if any(STARTS_AT_EARLIEST.search(text) for text in texts):
+        return []
+    for trial in trials:
+        missing: dict[str, set[int]] = {}
+        for anomaly in trial.report.of_kind("missing"):
+            topic = anomaly.detail.get("input_topic")
+            partition = anomaly.detail.get("input_partition")
+            offset = anomaly.detail.get("input_offset")
+            if partition is None or offset is None:
+                return []
+            name = f"{topic}-{partition}" if topic else f"partition {partition}"
+            missing.setdefault(name, set()).add(offset)
+        if not missing or any(m != set(range(max(m) + 1)) for m in missing.values()):
+            continue
+        spans = ", ".join(f"{name}: offsets 0-{max(m)}" for name, m in sorted(missing.items()))
+        if any(SPARK_STREAM.search(text) for text in texts):
+            setting = "startingOffsets, and a streaming query's default is latest"
+            fix = (
+                'read from the start: .option("startingOffsets", "earliest") (a query '
+                "that restarts from its checkpoint ignores it)"
+            )
+        else:
+            setting = "auto.offset.reset to earliest, and Kafka's default is latest"
+            fix = "set auto.offset.reset=earliest (a group with committed offsets ignores it)"
+        return [Cause(
+            "starts at the latest offsets",
+            f"trial {trial.number}: the missing events are the first records of their "
+            f"partitions ({spans}), written before the pipeline first read; it does not "
+            f"set {setting}: it never reads what came before it started",
+            fix,
+        )]  # fmt: skip
+    return []
 
 
 def _zombie(trials: Sequence[TrialResult]) -> list[Cause]:
