@@ -296,3 +296,30 @@ def test_a_first_batch_from_latest_is_the_same_every_time_spark_asks(kafka_broke
         assert [(r.partition, r.start, r.end) for r in ranges] == [(1, 1, 3)]
     else:
         assert ranges == []
+
+
+def test_available_now_from_latest_reads_nothing_written_before_or_after(kafka_broker, topic):
+    """Trigger.AvailableNow with startingOffsets=latest and maxOffsetsPerTrigger: the
+    first batch ends at the target (the latest offsets when the query started), reads
+    nothing, and nothing follows it, whatever arrives meanwhile."""
+    from pyspark.sql.streaming.datasource import ReadMaxRows
+
+    from onceflow.spark.kafka_source.options import parse_options
+    from onceflow.spark.kafka_source.stream_reader import OnceflowStreamReader
+
+    bootstrap = kafka_broker.bootstrap
+    create_topic(bootstrap, topic, partitions=2)
+    produce(bootstrap, topic, [b"old"] * 5, partition=0)
+    options = {"kafka.bootstrap.servers": bootstrap, "subscribe": topic,
+               "startingOffsets": "latest", "maxOffsetsPerTrigger": "2"}  # fmt: skip
+    reader = OnceflowStreamReader(parse_options(options, batch=False))
+    try:
+        reader.prepareForTriggerAvailableNow()
+        produce(bootstrap, topic, [b"new"] * 3, partition=0)
+        initial = reader.initialOffset()
+        end = reader.latestOffset(initial, ReadMaxRows(2))
+        assert end == {topic: {"0": 5, "1": 0}}
+        assert list(reader.partitions(initial, end)) == []
+        assert reader.latestOffset(end, ReadMaxRows(2)) == end
+    finally:
+        reader.stop()
