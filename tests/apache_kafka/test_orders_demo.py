@@ -186,7 +186,7 @@ def test_demo_in_production_environment_survives_input_and_output_leader_kills(c
         cluster.start_node(input_leader)
         # One node down at a time, as an operator does: the next one goes once no partition
         # is under-replicated and the restarted node has caught up as a controller voter.
-        cluster.wait_all_in_sync()
+        cluster.wait_in_sync()
         cluster.wait_quorum_caught_up()
 
         output_leader = cluster.leader_of(OUTPUT, 0)

@@ -390,41 +390,32 @@ class KafkaCluster:
             raise KafkaClusterError(f"nodes {waiting} {failure} after {timeout:.0f}s")
 
     def wait_in_sync(
-        self, topic: str, partitions: Iterable[int] | None = None, timeout: float = 60.0
+        self,
+        topic: str | None = None,
+        partitions: Iterable[int] | None = None,
+        timeout: float = 60.0,
     ) -> None:
-        """Until every replica of the partitions is in the ISR (e.g. after a restart)."""
-        deadline = time.monotonic() + timeout
-        while True:
-            described = self.metadata().topics.get(topic)
-            if described is not None and described.error is None:
-                chosen = described.partitions if partitions is None else list(partitions)
-                lagging = [
-                    p
-                    for p in chosen
-                    if p not in described.partitions
-                    or sorted(described.partitions[p].isrs)
-                    != sorted(described.partitions[p].replicas)
-                ]
-                if not lagging:
-                    return
-            if time.monotonic() > deadline:
-                raise KafkaClusterError(
-                    f"{topic}: partitions {lagging if described else '?'} not fully in sync "
-                    f"after {timeout:.0f}s"
-                )
-            time.sleep(0.2)
-
-    def wait_all_in_sync(self, timeout: float = 60.0) -> None:
-        """Until no partition of any topic (internal ones too) has a replica out of its
-        ISR: an operator's "no under-replicated partitions" before the next restart."""
+        """Until every replica of the partitions is in the ISR (e.g. after a restart).
+        Without ``topic``: of every partition of every topic, internal ones too (an
+        operator's "no under-replicated partitions" before the next restart)."""
 
         def lagging() -> str | None:
+            topics = self.metadata().topics
+            if topic is not None:
+                described = topics.get(topic)
+                if described is None or described.error is not None:
+                    return f"{topic}: partitions ? not fully in sync"
+                topics = {topic: described}
             found = [
                 f"{name}-{index}"
-                for name, topic in self.metadata().topics.items()
-                if topic.error is None
-                for index, partition in topic.partitions.items()
-                if sorted(partition.isrs) != sorted(partition.replicas)
+                for name, described in topics.items()
+                if described.error is None
+                for index in (
+                    described.partitions if partitions is None or topic is None else partitions
+                )
+                if index not in described.partitions
+                or sorted(described.partitions[index].isrs)
+                != sorted(described.partitions[index].replicas)
             ]
             return f"partitions {sorted(found)[:10]} not fully in sync" if found else None
 
@@ -434,18 +425,20 @@ class KafkaCluster:
         """Until the controller quorum has a leader and every running voter has copied the
         metadata log up to a high watermark the leader reported after the call began: a
         restarted node is a voter the quorum can fail over to, not one still catching up."""
-        target: list[int] = []
+        target: int | None = None
 
         def behind() -> str | None:
+            nonlocal target
             try:
                 view = quorum(self._running_bootstrap().split(",")[0])
             except OSError as error:
                 return f"controller quorum did not answer ({error})"
             if view.leader < 0:
                 return f"controller quorum has no leader: {view}"
-            target[:] = target or [view.high_watermark]
-            late = [n for n in self._running_ids() if view.voters.get(n, -1) < target[0]]
-            return f"controller quorum voters {late} behind offset {target[0]}" if late else None
+            if target is None:
+                target = view.high_watermark
+            late = [n for n in self._running_ids() if view.voters.get(n, -1) < target]
+            return f"controller quorum voters {late} behind offset {target}" if late else None
 
         _poll(behind, timeout)
 
